@@ -1,0 +1,50 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# Apache License 2.0 (see LICENSE)
+"""Private helpers: read /proc/meminfo. Not a public API."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+MEMINFO_PATH = "/proc/meminfo"
+GIB = 1 << 30
+
+
+def parse_meminfo(text):
+    """Return /proc/meminfo as a dict of field name -> bytes.
+
+    Lines look like ``MemFree:        1234 kB``; fields without a unit
+    (``HugePages_Total``) are kept as plain counts.
+    """
+    result = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            value = int(parts[0])
+        except ValueError:
+            continue
+        if len(parts) > 1 and parts[1].lower() == "kb":
+            value *= 1024
+        result[name.strip()] = value
+    return result
+
+
+def read_meminfo(path=MEMINFO_PATH):
+    """Read and parse /proc/meminfo (or another file of the same format)."""
+    with open(path, "r") as handle:
+        return parse_meminfo(handle.read())
+
+
+def memory_summary(meminfo):
+    """The three numbers every role and module reports, in bytes."""
+    return {
+        "mem_free": meminfo.get("MemFree", 0),
+        "mem_available": meminfo.get("MemAvailable", 0),
+        "cached": meminfo.get("Cached", 0),
+    }
