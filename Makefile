@@ -14,7 +14,11 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 # The collection is found by FQCN through the committed .collections symlink.
 COLL_DIR := .collections/ansible_collections/dgx_spark/glm53
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
+# ansible-test fetches a pip bootstrap script from a host we cannot reach; put our
+# stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
+GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
 .PHONY: help setup lint sanity unit test build doc clean
 
@@ -36,20 +40,32 @@ lint: setup
 # clean copy of the tracked tree (the .collections symlink would recurse).
 sanity: setup
 	rm -rf .build/sanity && mkdir -p $(SANITY_ROOT)
-	git ls-files -z --cached --others --exclude-standard | grep -zv '^\.collections/' \
-	  | rsync -a --from0 --files-from=- ./ $(SANITY_ROOT)/
+	git ls-files -z --cached --others --exclude-standard --deduplicate | grep -zv '^\.collections/' \
+	  | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C $(SANITY_ROOT)
+	cd $(SANITY_ROOT) && git init -q && git add -A
+	install -D -m 0644 tests/sanity/get_pip.py $(GET_PIP_CACHE)
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
 unit: setup
 	python -m pytest tests/unit
 
+# Build the tarball, install it alone (--no-deps, no checkout config) and use it.
 build: setup
 	mkdir -p .build && ansible-galaxy collection build --force --output-path .build .
+	rm -rf .build/install
+	ANSIBLE_CONFIG=/dev/null ansible-galaxy collection install --no-deps --force \
+	  -p .build/install .build/dgx_spark-glm53-$(VERSION).tar.gz
+	cd .build && ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
+	  ansible-doc dgx_spark.glm53.page_cache_evict > /dev/null
+	cd .build && ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
+	  ansible localhost -c local -o -m dgx_spark.glm53.page_cache_evict -a 'paths=$(abspath README.md)' \
+	  | grep -q '"files": 1'
+	@echo "build ok: .build/dgx_spark-glm53-$(VERSION).tar.gz installs and runs with --no-deps"
 
 doc: setup
 	ansible-doc dgx_spark.glm53.page_cache_evict
 
-test: setup lint sanity unit
+test: setup lint sanity unit build
 
 clean:
 	rm -rf .build

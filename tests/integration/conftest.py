@@ -1,0 +1,242 @@
+"""End-to-end harness on the two-node Spark lab (lab/README.md).
+
+Fixtures:
+  lab            session: brings the lab up once (same code as `make lab-up`)
+  run_playbook   run_playbook(playbook, extravars=None, limit=None, tags=None,
+                 ident=None, expect_success=True) -> RunResult, through
+                 ansible_runner.run with the layout of runner/ (what operators copy)
+  assert_idempotent  assert_idempotent(playbook, **kw): two runs, second changes nothing
+
+Every run keeps its private data dir and artifacts under tests/output/runner/<ident>.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER_TEMPLATE = REPO / "runner"
+OUTPUT = REPO / "tests" / "output" / "runner"
+
+
+def _load_lab_module():
+    """Import lab/spark_lab.py by path: lab/ is not a package and never ships."""
+    spec = importlib.util.spec_from_file_location("spark_lab", REPO / "lab" / "spark_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("spark_lab", module)
+    spec.loader.exec_module(module)
+    return sys.modules["spark_lab"]
+
+
+spark_lab = _load_lab_module()
+
+
+def pytest_collection_modifyitems(items):
+    # Everything under tests/integration needs the lab: mark it so `-m "not lab"` skips it.
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.lab)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The running lab: inventory path, node names, `exec` into a node as root."""
+    return spark_lab.up()
+
+
+class RunResult:
+    """One ansible-runner run, with its events read into memory once (runner's
+    `events` is a generator that can only be consumed once)."""
+
+    def __init__(self, runner, ident: str, playbook: str, artifact_dir: Path):
+        self.ident = ident
+        self.playbook = playbook
+        self.artifact_dir = artifact_dir
+        self.status = runner.status
+        self.rc = runner.rc
+        self.stats = runner.stats or {}
+        self.events = list(runner.events)
+        stdout_file = artifact_dir / "stdout"
+        self.stdout = stdout_file.read_text(errors="replace") if stdout_file.exists() else ""
+
+    # stats is {"ok": {host: n}, "changed": {...}, "failures": {...}, "dark": {...}, ...}
+    def _stat(self, key: str) -> dict:
+        return self.stats.get(key) or {}
+
+    @property
+    def changed_total(self) -> int:
+        return sum(self._stat("changed").values())
+
+    def failed_tasks(self) -> list[dict]:
+        """Failed and unreachable results, ignoring those the play itself ignored."""
+        out = []
+        for ev in self.events:
+            if ev.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
+                continue
+            data = ev.get("event_data", {})
+            if data.get("ignore_errors"):
+                continue
+            res = data.get("res", {}) or {}
+            out.append(
+                {
+                    "host": data.get("host"),
+                    "task": data.get("task"),
+                    "msg": res.get("msg") or res.get("stderr") or res.get("reason", ""),
+                    "result": res,
+                }
+            )
+        return out
+
+    def task_results(self, task_name: str) -> dict:
+        """{host: result dict} of the task named `task_name` (last result per host;
+        loop items are in result["results"] as Ansible reports them)."""
+        out = {}
+        for ev in self.events:
+            if ev.get("event") not in (
+                "runner_on_ok",
+                "runner_on_failed",
+                "runner_on_skipped",
+                "runner_on_unreachable",
+            ):
+                continue
+            data = ev.get("event_data", {})
+            if data.get("task") == task_name:
+                res = dict(data.get("res", {}) or {})
+                res.setdefault("_event", ev["event"])
+                out[data.get("host")] = res
+        return out
+
+    def _summary(self) -> str:
+        tail = "\n".join(self.stdout.splitlines()[-60:])
+        failed = json.dumps(
+            [{k: f[k] for k in ("host", "task", "msg")} for f in self.failed_tasks()],
+            indent=1,
+            default=str,
+        )
+        return (
+            f"{self.playbook} (ident {self.ident}): status={self.status} rc={self.rc}\n"
+            f"stats={json.dumps(self.stats, default=str)}\nfailed={failed}\n"
+            f"artifacts: {self.artifact_dir}\n--- last stdout lines ---\n{tail}"
+        )
+
+    def assert_success(self) -> "RunResult":
+        # Gate on all of status, rc and stats: runner's status alone has lied before.
+        ok = (
+            self.status == "successful"
+            and self.rc == 0
+            and not any(self._stat("failures").values())
+            and not any(self._stat("dark").values())
+        )
+        assert ok, "playbook run failed:\n" + self._summary()
+        return self
+
+    def assert_failed(self) -> "RunResult":
+        assert self.status == "failed" and self.rc != 0, "playbook run was expected to fail:\n" + self._summary()
+        return self
+
+
+class PlaybookRunner:
+    """Callable behind the `run_playbook` fixture."""
+
+    _counter = itertools.count(1)
+
+    def __init__(self, inventory: Path, default_ident: str):
+        self.inventory = inventory
+        self.default_ident = default_ident
+
+    def _ident(self, ident: str | None) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "_", ident or self.default_ident)[:100]
+        return f"{base}-{next(self._counter):03d}"
+
+    def __call__(
+        self,
+        playbook,
+        extravars=None,
+        limit=None,
+        tags=None,
+        ident=None,
+        expect_success=True,
+        cmdline=None,
+        verbosity=0,
+    ) -> RunResult:
+        import ansible_runner  # only integration runs need it
+
+        playbook_path = Path(playbook)
+        if playbook_path.is_absolute():
+            playbook_path = playbook_path.relative_to(REPO)
+        assert (REPO / playbook_path).is_file(), f"no such playbook: {playbook_path}"
+
+        run_id = self._ident(ident)
+        private = OUTPUT / run_id
+        if private.exists():
+            shutil.rmtree(private)
+        # Same layout as runner/: env/ copied, project is the checkout, inventory the lab's.
+        shutil.copytree(RUNNER_TEMPLATE / "env", private / "env")
+
+        args = []
+        if tags:
+            args += ["--tags", tags if isinstance(tags, str) else ",".join(tags)]
+        if cmdline:
+            args.append(cmdline)
+
+        envvars = {
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            # ansible-playbook from the same venv as pytest, whatever PATH says.
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1",
+        }
+        runner = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(REPO),
+            playbook=str(playbook_path),
+            inventory=str(self.inventory),
+            extravars=extravars or {},
+            envvars=envvars,
+            limit=limit,
+            cmdline=" ".join(args) or None,
+            ident="run",
+            artifact_dir=str(private / "artifacts"),
+            quiet=True,
+            verbosity=verbosity,
+        )
+        result = RunResult(runner, run_id, str(playbook_path), private / "artifacts" / "run")
+        if expect_success:
+            result.assert_success()
+        return result
+
+    def assert_idempotent(self, playbook, **kw) -> tuple[RunResult, RunResult]:
+        ident = kw.pop("ident", None) or self.default_ident
+        first = self(playbook, ident=f"{ident}-first", **kw)
+        second = self(playbook, ident=f"{ident}-idem", **kw)
+        changed = {h: n for h, n in second._stat("changed").items() if n}
+        assert not changed, (
+            f"second run of {playbook} changed {changed}:\n"
+            + "\n".join(
+                f"  {ev['event_data'].get('host')}: {ev['event_data'].get('task')}"
+                for ev in second.events
+                if ev.get("event") == "runner_on_ok" and ev.get("event_data", {}).get("res", {}).get("changed")
+            )
+            + f"\nartifacts: {second.artifact_dir}"
+        )
+        return first, second
+
+
+@pytest.fixture
+def run_playbook(lab, request):
+    return PlaybookRunner(Path(lab.inventory), request.node.name)
+
+
+@pytest.fixture
+def assert_idempotent(run_playbook):
+    return run_playbook.assert_idempotent
