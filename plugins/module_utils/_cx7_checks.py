@@ -757,7 +757,6 @@ def _gid_map(obs, links):
     return out
 
 
-
 def check_gid_uniform(config, obs_by_node, usable_links):
     """NCCL_IB_GID_INDEX is one value for all HCAs; warn when the HCAs of a node disagree."""
     out = []

@@ -42,8 +42,10 @@ attributes:
     description: Only reads; runs the same in check mode.
   diff_mode:
     support: none
+    description: Reports facts; there is nothing to diff.
   facts:
     support: full
+    description: Sets RV(ansible_facts.ibdev2netdev).
   idempotent:
     support: full
     description: Never changes anything.
@@ -55,7 +57,7 @@ notes:
   - The GID index is the lowest RoCE v2 entry embedding the IPv4, as NCCL picks it. GID indexes can move
     after a link flap, so read them right before use.
 author:
-  - dgx_spark.glm53 contributors
+  - dgx_spark.glm53 maintainers (!UNKNOWN)
 seealso:
   - name: NVIDIA DGX Spark, connect two Sparks
     description: The ibdev2netdev mapping of the CX7 functions and netplan addressing.

@@ -24,11 +24,11 @@ def main():
     iters = int(os.environ.get("ITERS", 20))
     chunk = torch.ones(total // world // 2, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(chunk.numel() * world, dtype=chunk.dtype, device="cuda")
-    for _ in range(5):
+    for _warmup in range(5):
         dist.all_gather_into_tensor(out, chunk)
     torch.cuda.synchronize()
     start = time.time()
-    for _ in range(iters):
+    for _step in range(iters):
         dist.all_gather_into_tensor(out, chunk)
     torch.cuda.synchronize()
     seconds = (time.time() - start) / iters

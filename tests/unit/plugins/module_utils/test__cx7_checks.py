@@ -296,7 +296,7 @@ def test_ssh_auth_failure(obs):
 
 def test_ssh_host_key_failure_has_its_own_fix(obs):
     obs[HEAD]["ssh"] = {"rc": 255, "stderr": "Host key verification failed."}
-    ssh, _ = c.check_ssh(CONFIG, obs)
+    ssh = c.check_ssh(CONFIG, obs)[0]
     assert "accept the host key" in ssh["fix"]
 
 
@@ -313,8 +313,8 @@ def test_ssh_not_run(obs):
 
 
 def test_master_port_blocked(obs):
-    obs[WORKER]["port_probe"]["stdout"] = json.dumps({"mode": "connect", "address": "198.18.1.10",
-                                                       "connected": False, "error": "ETIMEDOUT"})
+    obs[WORKER]["port_probe"]["stdout"] = json.dumps(
+        {"mode": "connect", "address": "198.18.1.10", "connected": False, "error": "ETIMEDOUT"})
     (res,) = c.check_master_port(CONFIG, obs)
     assert res["status"] == "fail" and res["node"] == WORKER and res["found"] == "ETIMEDOUT"
     assert "29551" in res["fix"] and "198.18.1.10:29551" in res["expected"]
@@ -327,8 +327,8 @@ def test_master_port_in_use_but_reachable(obs):
 
 
 def test_master_port_head_cannot_listen(obs):
-    obs[HEAD]["port_probe"]["stdout"] = json.dumps({"mode": "listen", "bound": False,
-                                                     "error": "bind 198.18.1.10:29551: EADDRNOTAVAIL"})
+    obs[HEAD]["port_probe"]["stdout"] = json.dumps(
+        {"mode": "listen", "bound": False, "error": "bind 198.18.1.10:29551: EADDRNOTAVAIL"})
     obs[WORKER]["port_probe"]["stdout"] = json.dumps({"mode": "connect", "connected": False, "error": "ECONNREFUSED"})
     (res,) = c.check_master_port(CONFIG, obs)
     assert res["status"] == "fail" and "could not listen" in res["found"]

@@ -39,7 +39,8 @@ def test_spark_both_functions_with_capital_p():
 
 
 def test_all_ports_down():
-    ports, _ = parse_ibdev2netdev("rocep1s0f1 port 1 ==> enp1s0f1np1 (Down)\n")
+    ports, unparsed = parse_ibdev2netdev("rocep1s0f1 port 1 ==> enp1s0f1np1 (Down)\n")
+    assert unparsed == []
     assert ports == [{"hca": "rocep1s0f1", "port": 1, "netdev": "enp1s0f1np1", "state": "Down"}]
 
 
@@ -155,8 +156,8 @@ def test_parse_ip_json_joins_addr_and_link():
     assert parse_ip_json("", "  ") == {}
 
 
-@pytest.mark.parametrize("operstate, expected", [("UP", "Up"), ("up", "Up"), ("DOWN", "Down"),
-                                                  ("UNKNOWN", "Down"), (None, None)])
+@pytest.mark.parametrize(
+    "operstate, expected", [("UP", "Up"), ("up", "Up"), ("DOWN", "Down"), ("UNKNOWN", "Down"), (None, None)])
 def test_operstate_to_state(operstate, expected):
     assert operstate_to_state(operstate) == expected
 
@@ -215,7 +216,7 @@ def test_join_ports_resolves_gid_for_the_netdev_address(tmp_path):
     root = str(tmp_path)
     make_port(root, "rocep1s0f1", "c612:010a")
     make_port(root, "roceP2p1s0f1", "c612:020a")
-    ports, _ = parse_ibdev2netdev(SPARK_ONE_CABLE)
+    ports = parse_ibdev2netdev(SPARK_ONE_CABLE)[0]
     ip_info = {
         "enp1s0f1np1": {"operstate": "UP", "mtu": 9000, "flags": [], "ipv4": ["198.18.1.10/24"]},
         # Address moved to another subnet: the GID table still has the old one.
