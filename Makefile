@@ -20,7 +20,7 @@ SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
 # stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
-.PHONY: help setup lint sanity unit test build doc clean
+.PHONY: help setup lint sanity unit test build doc clean lab-up lab-down lab-status lab integration molecule
 
 help:
 	@grep -E '^#   make' $(MAKEFILE_LIST) | sed 's/^#   //'
@@ -65,7 +65,44 @@ build: setup
 doc: setup
 	ansible-doc dgx_spark.glm53.page_cache_evict
 
-test: setup lint sanity unit build
+test: setup lint sanity unit build integration molecule
 
 clean:
 	rm -rf .build
+
+# --- The Spark lab (lab/README.md): two simulated Sparks in containers on this machine.
+# lab/spark_lab.py needs only the standard library and root (it installs docker.io and
+# debootstrap and starts dockerd when missing), so these targets do not need `setup`.
+LAB_TOOL := $(PYTHON) lab/spark_lab.py
+
+lab-up:
+	$(LAB_TOOL) up
+
+lab-down:
+	$(LAB_TOOL) down
+
+lab-status:
+	$(LAB_TOOL) status
+
+# Operator rehearsal on the lab. For now it runs the read-only preflight when that
+# playbook exists; it will run playbooks/site.yml once the deployment roles land.
+lab: lab-up
+	@if [ -f playbooks/preflight.yml ]; then \
+	  ansible-playbook -i lab/inventory playbooks/preflight.yml; \
+	else \
+	  echo "lab is up. Deploy onto it with:"; \
+	  echo "  ansible-playbook -i lab/inventory playbooks/site.yml -e path=tensorfold"; \
+	fi
+
+# End-to-end tests on the lab (the `lab` fixture brings it up). pytest exits 5 when it
+# collects nothing, which fails this target as it should.
+integration: setup
+	python -m pytest -m lab tests/integration
+
+# Every scenario in molecule/; the shared lab is created once and destroyed once.
+# Fresh molecule state each time: molecule skips `create` when its state file says
+# "created", even after a `make lab-down`; lab-up is cheap when the lab is up.
+MOLECULE_STATE := $(abspath tests/output/molecule)
+molecule: setup
+	rm -rf $(MOLECULE_STATE)
+	MOLECULE_EPHEMERAL_DIRECTORY=$(MOLECULE_STATE) molecule test --all

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """The Spark lab: two simulated DGX Sparks (containers running systemd, sshd and
 their own Docker engine) joined by two CX7-like links. See lab/README.md.
 
@@ -96,7 +96,7 @@ def log(msg: str) -> None:
 
 
 def run(cmd, check=True, input=None, timeout=600, env=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     if check and proc.returncode != 0:
         raise LabError(f"`{' '.join(map(str, cmd))}` exited {proc.returncode}:\n{proc.stdout}{proc.stderr}".rstrip())
     return proc
@@ -554,7 +554,7 @@ def status() -> bool:
             checks.append((dev, desc, ok))
         err = check_ssh(node) if KEY.exists() and KNOWN_HOSTS.exists() else "no lab key/known_hosts"
         checks.append(("ssh spark/admin", "ok" if err is None else err, err is None))
-        node_ok = all(ok for _, _, ok in checks)
+        node_ok = all(c[2] for c in checks)
         healthy &= node_ok
         print(f"{node.name}: {'healthy' if node_ok else 'UNHEALTHY'}")
         for name, desc, ok in checks:
@@ -563,7 +563,7 @@ def status() -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("command", choices=["up", "down", "status"])
     args = parser.parse_args(argv)
     try:

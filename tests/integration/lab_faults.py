@@ -27,7 +27,7 @@ def sh(node: str, script: str, check: bool = True, user: str = "root", input: st
     if node not in NODES:
         raise ValueError(f"unknown lab node {node!r}; expected one of {NODES}")
     cmd = ["docker", "exec"] + (["-i"] if input is not None else []) + ["-e", "LC_ALL=C", "-u", user, node, "bash", "-c", script]
-    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(
             f"on {node} as {user}: {script!r} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
@@ -179,26 +179,32 @@ class small_disk(Fault):  # noqa: N801
 
     def __init__(self, node: str, path: str, free_bytes: int):
         super().__init__()
-        self.node, self.path, self.free_bytes = node, path, int(free_bytes)
-        self.created = False
+        self.node, self.path, self.free_bytes = node, path.rstrip("/") or "/", int(free_bytes)
+        self.created: list[str] = []
 
     def _apply(self):
-        p = _q(self.path)
-        self.created = sh(self.node, f"test -d {p}", check=False).returncode != 0
-        if self.created:
-            sh(self.node, f"mkdir -p {p}")
-        owner = sh(self.node, f"stat -c '%u %g %a' {p}").stdout.split()
+        # Missing directories are made with the owner of the nearest existing one
+        # (e.g. ~/.cache/huggingface stays the deploy user's), and removed on undo.
+        missing = []
+        p = self.path
+        while sh(self.node, f"test -d {_q(p)}", check=False).returncode != 0:
+            missing.append(p)
+            p = p.rsplit("/", 1)[0] or "/"
+        owner = sh(self.node, f"stat -c '%u %g %a' {_q(p)}").stdout.split()
+        for d in reversed(missing):
+            sh(self.node, f"install -d -o {owner[0]} -g {owner[1]} {_q(d)}")
+        self.created = missing
         size = max(self.free_bytes, 4096)
         sh(
             self.node,
-            f"mount -t tmpfs -o size={size},uid={owner[0]},gid={owner[1]},mode={owner[2]} glm53-lab-small-disk {p}",
+            f"mount -t tmpfs -o size={size},uid={owner[0]},gid={owner[1]},mode={owner[2]} glm53-lab-small-disk {_q(self.path)}",
         )
 
     def _undo(self):
         p = _q(self.path)
         sh(self.node, f"if mountpoint -q {p}; then umount {p}; fi")
-        if self.created:
-            sh(self.node, f"rmdir {p} 2>/dev/null || true")
+        for d in self.created:  # deepest first
+            sh(self.node, f"rmdir {_q(d)} 2>/dev/null || true")
 
 
 class _gpu_state(Fault):

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Build the lab's node base image from Debian's archive: debootstrap + docker import.
 # No container registry is reachable, so nothing is pulled.
 #   build.sh <image:tag> <debian mirror URL>
@@ -39,7 +39,6 @@ tar --numeric-owner --xattrs -C "$root" -c . |
   docker import \
     --change 'LABEL glm53-lab=1' \
     --change 'ENV container=docker' \
-    --change 'STOPSIGNAL SIGRTMIN+3' \
     --change 'CMD ["/sbin/init"]' \
     - "$tag" >/dev/null
 echo "imported $tag"
