@@ -205,7 +205,8 @@ def drop_other_tags(repo: str, keep: str) -> None:
             docker("image", "rm", tag, check=False)
 
 
-def ensure_images(changes: list[str]) -> str:
+def ensure_images(changes: list[str]) -> tuple[str, str]:
+    """(node tag, base tag), building what the current recipe lacks."""
     base_tag = "glm53-lab/node-base:" + tree_hash(IMAGE_DIR / "base")
     if not image_exists(base_tag):
         if os.geteuid() != 0:
@@ -216,7 +217,6 @@ def ensure_images(changes: list[str]) -> str:
         if proc.returncode != 0:
             raise LabError(f"base image build failed:\n{proc.stdout}{proc.stderr}")
         changes.append(f"built {base_tag} in {time.time() - t0:.0f}s")
-        drop_other_tags("glm53-lab/node-base", base_tag)
     node_tag = "glm53-lab/node:" + tree_hash(IMAGE_DIR / "node", extra=base_tag)
     if not image_exists(node_tag):
         t0 = time.time()
@@ -231,7 +231,7 @@ def ensure_images(changes: list[str]) -> str:
         if proc.returncode != 0:
             raise LabError(f"node image build failed:\n{proc.stdout}{proc.stderr}")
         changes.append(f"built {node_tag} in {time.time() - t0:.0f}s")
-    return node_tag
+    return node_tag, base_tag
 
 
 # ----------------------------------------------------------------------- networks
@@ -347,9 +347,9 @@ def ensure_node(node: Node, image: str, changes: list[str]) -> None:
     if info is not None and (info["Config"]["Labels"] or {}).get("glm53-lab.image") != image:
         log(f"{node.name}: image changed, recreating the container (its Docker volume is kept)")
         docker("rm", "-f", node.name)
-        info = None
-        changes.append(f"recreated {node.name} for {image}")
-    if info is None:
+        create_node(node, image)
+        changes.append(f"recreated {node.name} on {image}")
+    elif info is None:
         log(f"{node.name}: creating")
         create_node(node, image)
         changes.append(f"created {node.name}")
@@ -488,13 +488,16 @@ def up() -> Lab:
     with locked():
         ensure_tools(changes)
         ensure_engine(changes)
-        image = ensure_images(changes)
+        image, base = ensure_images(changes)
         ensure_networks(changes)
         for node in NODES:
             ensure_node(node, image, changes)
         ensure_keys(changes)
         for node in NODES:
             ensure_busybox(node, changes)
+        # Builds of older recipes, now that no node runs on them.
+        drop_other_tags("glm53-lab/node", image)
+        drop_other_tags("glm53-lab/node-base", base)
         problems = [p for p in (check_ssh(n) for n in NODES) if p]
         if problems:
             raise LabError("lab is up but SSH does not work:\n" + "\n".join(problems))

@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(items):
     # Everything under tests/integration needs the lab: mark it so `-m "not lab"` skips it.
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if here in Path(item.path).parents:
             item.add_marker(pytest.mark.lab)
 
 
