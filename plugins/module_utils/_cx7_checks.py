@@ -124,6 +124,14 @@ def command_error(registered):
     return "rc=%s" % registered.get("rc")
 
 
+def ping_error(registered):
+    """Why a ping failed: its errors (not the source-address warning) and the loss summary."""
+    errors = [line.strip() for line in (registered.get("stderr") or "").splitlines()
+              if line.strip() and "warning" not in line.lower()]
+    loss = [line.strip() for line in (registered.get("stdout") or "").splitlines() if "packet loss" in line]
+    return "; ".join(errors + loss) or command_error(registered)
+
+
 def human_bytes(value):
     """Decimal GB with one decimal (the unit the weight sizes are quoted in)."""
     return "%.1f GB" % (float(value) / GB)
@@ -490,7 +498,7 @@ def check_pings(config, obs_by_node):
                 cmd = "ping -M do -s %s -I %s %s" % (plan["size"], netdev, plan["target"])
                 out.append(result(
                     "link.df_ping", node, _bad(level, ok), level,
-                    "replies to `%s`" % cmd, "replies" if ok else command_error(item),
+                    "replies to `%s`" % cmd, "replies" if ok else ping_error(item),
                     "make the MTU equal on both ends of %s and check nothing on the path drops %d-byte frames "
                     "(a mismatched MTU or a switch in between); a plain `ping -I %s %s` tells MTU from reachability"
                     % (netdev, plan["size"] + 28, netdev, plan["target"]),

@@ -246,6 +246,19 @@ def test_mtu_mismatch_and_required_mtu(obs):
     assert not [r for r in c.check_link_pairs(CONFIG, obs) if r["check"] == "link.mtu"]
 
 
+@pytest.mark.parametrize("registered, expected", [
+    ({"rc": 1, "stderr": "ping: Warning: source address might be selected on device other than: enp1s0f1np1\n",
+      "stdout": "PING 198.18.1.11 (198.18.1.11) from 198.18.0.10 enp1s0f1np1: 8972(9000) bytes of data.\n\n"
+                "--- 198.18.1.11 ping statistics ---\n2 packets transmitted, 0 received, 100% packet loss, time 1001ms\n"},
+     "2 packets transmitted, 0 received, 100% packet loss, time 1001ms"),
+    ({"rc": 2, "stderr": "ping: local error: message too long, mtu=1500\n", "stdout": ""},
+     "ping: local error: message too long, mtu=1500"),
+    ({"rc": 2, "msg": "[Errno 2] No such file or directory: b'ping'"}, "[Errno 2] No such file or directory: b'ping'"),
+])
+def test_ping_error(registered, expected):
+    assert c.ping_error(registered) == expected
+
+
 def test_ping_failure_reports_the_command_output(obs):
     obs[HEAD]["pings"][0].update(rc=1, stdout="2 packets transmitted, 0 received, 100% packet loss, time 1001ms")
     (res,) = [r for r in c.check_pings(CONFIG, obs) if r["node"] == HEAD and r["netdev"] == L1]
