@@ -172,3 +172,31 @@ def test_nccl_test_is_skipped_with_the_reason_in_the_lab(run_playbook, tmp_path)
         "cx7_link_nccl_test": True, "cx7_link_nccl_test_image": "glm53-lab/busybox"})
     (skip,) = result.task_results("Say why the NCCL test is skipped").values()
     assert "no /dev/infiniband/uverbs0" in skip["msg"] and "real CX7 hardware" in skip["msg"]
+
+
+class _hide_ibdev2netdev(lab_faults.Fault):  # noqa: N801 - reads like the fault
+    """A node without the ibdev2netdev tool (no MLNX_OFED/DOCA userland): moved aside, then back."""
+
+    TOOL = "/usr/local/bin/ibdev2netdev"
+
+    def __init__(self, node):
+        super().__init__()
+        self.node = node
+
+    def _apply(self):
+        lab_faults.sh(self.node, f"mv {self.TOOL} {self.TOOL}.glm53-hidden")
+
+    def _undo(self):
+        lab_faults.sh(self.node, f"mv {self.TOOL}.glm53-hidden {self.TOOL}")
+
+
+def test_without_the_tool_the_sysfs_walk_gives_the_same_settings(run_playbook, tmp_path):
+    with _hide_ibdev2netdev(WORKER):
+        result, report = preflight(run_playbook, tmp_path)
+    assert report["status"] == "ok"
+    (facts,) = checks(report, "node.link_facts", WORKER)
+    assert facts["found"] == "4 RDMA port(s) via sysfs"
+    assert checks(report, "node.link_facts", HEAD)[0]["found"] == "4 RDMA port(s) via tool"
+    assert report["nccl"]["env"][WORKER] == report["nccl"]["env"][HEAD] == {
+        "NCCL_SOCKET_IFNAME": L1, "GLOO_SOCKET_IFNAME": L1,
+        "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_IB_GID_INDEX": "3"}

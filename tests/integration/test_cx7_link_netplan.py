@@ -21,7 +21,7 @@ def test_template_declares_only_the_link_netdevs(tmp_path):
     proc = subprocess.run(
         ["ansible-playbook", "-i", "localhost,", str(REPO / "tests/integration/cx7_link/render_netplan.yml"),
          "-e", json.dumps({"dest": str(dest)})],
-        cwd=REPO, env=env, capture_output=True, text=True)
+        cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert stat.S_IMODE(dest.stat().st_mode) == 0o600
     doc = yaml.safe_load(dest.read_text())
