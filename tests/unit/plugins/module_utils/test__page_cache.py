@@ -1,0 +1,521 @@
+"""page-cache helpers, tested on the real page cache of a disk file system.
+
+Residency is checked with util-linux ``fincore`` where it exists (an independent
+implementation), else with a private-mapping mincore written here, never with the
+code under test. Nothing is mocked: posix_fadvise, mincore and drop_caches are real.
+"""
+
+import ctypes
+import json
+import mmap
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache as pc
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import GIB, read_meminfo
+
+MIB = 1 << 20
+PAGE = mmap.PAGESIZE
+NOBODY = 65534
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+FINCORE = shutil.which("fincore")
+
+
+# --- oracle and fixtures ----------------------------------------------------------
+
+
+def _mincore_private(path):
+    """Resident bytes via a MAP_PRIVATE mapping (writable, so ctypes can take its address)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as handle:
+        region = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY)
+        anchor = ctypes.c_char.from_buffer(region)
+        try:
+            assert libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec) == 0
+        finally:
+            del anchor
+            region.close()
+    return sum(1 for byte in vec if byte & 1) * PAGE
+
+
+def resident(path):
+    """Page-cache bytes (whole pages) of ``path``, measured independently of the module."""
+    if FINCORE:
+        out = subprocess.run([FINCORE, "--bytes", "--noheadings", "--raw", "--output", "RES", path],
+                             check=True, capture_output=True, text=True).stdout
+        return int(out.split()[0])
+    return _mincore_private(path)
+
+
+def footprint(path):
+    """Cache a fully warm file takes: whole pages."""
+    return -(-os.path.getsize(path) // PAGE) * PAGE
+
+
+def write_file(path, size, sync=True):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(os.urandom(size))
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return path
+
+
+def warm(*paths):
+    for path in paths:
+        with open(path, "rb") as handle:
+            while handle.read(4 * MIB):
+                pass
+        assert resident(path) == footprint(path), "could not warm %s" % path
+
+
+def _evictable(base):
+    probe = tempfile.mkdtemp(dir=base)
+    try:
+        path = write_file(os.path.join(probe, "probe"), MIB)
+        warm(path)
+        fd = os.open(path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        return resident(path) == 0
+    finally:
+        shutil.rmtree(probe)
+
+
+@pytest.fixture(scope="session")
+def scratch_base():
+    """A directory on a file system whose cache can be evicted (tmpfs cannot)."""
+    for base in (tempfile.gettempdir(), os.path.join(REPO, "tests", "output", "tmp")):
+        os.makedirs(base, exist_ok=True)
+        if _evictable(base):
+            return base
+    pytest.fail("no directory on an evictable (disk) file system for the page-cache tests")
+
+
+@pytest.fixture
+def scratch(scratch_base):
+    """Per-test directory, world-traversable so tests can drop privileges into it."""
+    path = tempfile.mkdtemp(prefix="pce-", dir=scratch_base)
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=["cachestat", "mincore"])
+def probe(request, monkeypatch):
+    """Run the test with each residency probe the module can use."""
+    libc = pc._libc()
+    if request.param == "mincore":
+        monkeypatch.setattr(libc, "use_cachestat", False)
+    else:
+        with open(__file__, "rb") as handle:
+            libc.resident_bytes(handle.fileno(), os.path.getsize(__file__))
+        if not libc.use_cachestat:
+            pytest.skip("this kernel (or its seccomp filter) has no cachestat(2)")
+    return request.param
+
+
+def run_unprivileged(func):
+    """Run ``func()`` as an unprivileged user and return its JSON-able result.
+
+    As root, fork and setuid to nobody (chmod 000 does not stop root); otherwise
+    we already are unprivileged and run it here.
+    """
+    if os.geteuid() != 0:
+        return func()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(reader)
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            payload = {"result": func()}
+        except pc.PageCacheError as exc:
+            payload = {"page_cache_error": str(exc)}
+        except BaseException as exc:  # report anything to the parent, never return into pytest
+            payload = {"crash": repr(exc)}
+        with os.fdopen(writer, "w") as out:
+            json.dump(payload, out)
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    payload = json.loads(data)
+    assert "crash" not in payload, payload
+    if "page_cache_error" in payload:
+        raise pc.PageCacheError(payload["page_cache_error"])
+    return payload["result"]
+
+
+# --- pure helpers -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vec, length, expected", [
+    (b"\x01\x01\x01", 3 * 4096, 3 * 4096),
+    (b"\x01\x00\x01", 3 * 4096, 2 * 4096),
+    (b"\x01\x01\x01", 2 * 4096 + 100, 3 * 4096),         # a partial last page is a whole page
+    (b"\x01\x01\x00", 2 * 4096 + 100, 2 * 4096),
+    (b"\x03\x02\x00", 3 * 4096, 4096),                   # only bit 0 means resident
+    (b"\x01\x01\x01\x01", 2 * 4096, 2 * 4096),           # a longer vector is cut to the length
+    (b"", 0, 0),
+])
+def test_resident_bytes_in_vector(vec, length, expected):
+    assert pc.resident_bytes_in_vector(vec, length, page_size=4096) == expected
+
+
+@pytest.mark.parametrize("size, window, expected", [
+    (0, 8, []),
+    (8, 8, [(0, 8)]),
+    (20, 8, [(0, 8), (8, 8), (16, 4)]),
+])
+def test_windows_cover_the_file(size, window, expected):
+    assert pc.windows(size, window) == expected
+
+
+@pytest.mark.parametrize("available, keep, budget, expected", [
+    (10 * GIB, 6 * GIB, 4 * GIB, GIB),                # plenty of room: a full chunk
+    (6 * GIB + 300 * MIB, 6 * GIB, 4 * GIB, 300 * MIB),   # last, partial chunk
+    (6 * GIB + 10 * MIB, 6 * GIB, 4 * GIB, 0),        # under the minimum chunk: stop
+    (5 * GIB, 6 * GIB, 4 * GIB, 0),                   # already under keep: stop
+    (10 * GIB, 6 * GIB, 100 * MIB, 100 * MIB),        # the starting budget caps the total
+    (10 * GIB, 6 * GIB, 100 * MIB + 5, 100 * MIB),    # rounded down to whole pages
+])
+def test_balloon_chunk_size(available, keep, budget, expected):
+    assert pc.balloon_chunk_size(available, keep, budget, page_size=4096) == expected
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((False, "fadvise", True, 100, 0, 0, 0), True),
+    ((False, "fadvise", True, 100, 100, 0, 0), False),
+    ((False, "fadvise", True, 0, 0, 5, 1), False),        # with paths, Cached does not matter
+    ((False, "drop_caches", False, 0, 0, 5, 1), True),    # without paths, Cached decides
+    ((False, "balloon", False, 0, 0, 5, 5), False),
+    ((True, "fadvise", True, 100, 100, 0, 0), True),      # check mode: would evict
+    ((True, "fadvise", True, 0, 0, 9, 9), False),
+    ((True, "drop_caches", False, 0, 0, 9, 9), True),
+    ((True, "balloon", False, 0, 0, 9, 9), False),        # no room for a balloon
+])
+def test_decide_changed(args, expected):
+    assert pc.decide_changed(*args) is expected
+
+
+def test_decide_changed_balloon_check_mode_with_room():
+    assert pc.decide_changed(True, "balloon", True, 100, 100, 0, 0, balloon_room=GIB) is True
+
+
+# --- measurement ----------------------------------------------------------------------
+
+
+def test_resident_bytes_matches_an_independent_measure(scratch, probe):
+    empty = write_file(os.path.join(scratch, "empty"), 0)
+    odd = write_file(os.path.join(scratch, "odd"), 3 * MIB + 123)
+    warm(odd)
+    assert pc.resident_bytes(empty) == 0
+    assert pc.resident_bytes(odd) == resident(odd) == 3 * MIB + PAGE
+    fd = os.open(odd, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    assert pc.resident_bytes(odd) == resident(odd) == 0
+    fd = os.open(odd, os.O_RDONLY)
+    try:  # warm exactly the first MiB: FADV_RANDOM turns readahead off
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        assert len(os.pread(fd, MIB, 0)) == MIB
+    finally:
+        os.close(fd)
+    assert pc.resident_bytes(odd) == resident(odd) == MIB
+
+
+def test_resident_bytes_spans_several_windows(scratch, monkeypatch):
+    # A small window exercises mincore's multi-window path (real mmap and mincore per window).
+    monkeypatch.setattr(pc._libc(), "use_cachestat", False)
+    monkeypatch.setattr(pc, "WINDOW", MIB)
+    path = write_file(os.path.join(scratch, "big"), 5 * MIB + 4097)
+    warm(path)
+    assert pc.resident_bytes(path) == footprint(path) == 5 * MIB + 2 * PAGE
+
+
+# --- eviction with fadvise -----------------------------------------------------------------
+
+
+def test_fadvise_evicts_a_directory_and_is_idempotent(scratch, probe):
+    files = [write_file(os.path.join(scratch, "d", "f%d" % i), (i + 1) * MIB + i) for i in range(4)]
+    files.append(write_file(os.path.join(scratch, "d", "sub", "deep"), 2 * MIB))
+    warm(*files)
+    total = sum(os.path.getsize(f) for f in files)
+    cached = sum(footprint(f) for f in files)
+
+    result = pc.evict([os.path.join(scratch, "d")])
+
+    assert [resident(f) for f in files] == [0] * len(files)
+    assert result["changed"] is True
+    assert result["method"] == "fadvise"
+    assert result["file_count"] == 5
+    assert result["file_bytes"] == total
+    assert result["resident_bytes_before"] == cached
+    assert result["resident_bytes_after"] == 0
+    assert result["evicted_bytes"] == cached
+    assert result["skipped_paths"] == []
+    assert result["unmeasured"] == {"files": 0, "bytes": 0}
+    assert result["measured_with"] == probe
+    for key in ("mem_free", "mem_available", "cached"):
+        assert result["memory_before"][key] > 0 and result["memory_after"][key] > 0
+    assert result["elapsed"] >= 0
+
+    again = pc.evict([os.path.join(scratch, "d")])
+    assert again["changed"] is False
+    assert again["resident_bytes_before"] == 0
+
+
+def test_fadvise_evicts_dirty_pages_of_a_fresh_copy(scratch):
+    # A file just written is dirty: DONTNEED alone only starts writeback.
+    path = write_file(os.path.join(scratch, "fresh"), 8 * MIB, sync=False)
+    assert resident(path) == 8 * MIB
+    result = pc.evict([path])
+    assert resident(path) == 0
+    assert result["resident_bytes_after"] == 0
+
+
+def _hf_layout(root):
+    """models--org--name/{blobs,snapshots/<sha>} as the Hugging Face hub lays it out."""
+    repo = os.path.join(root, "hub", "models--org--name")
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    blobs = {
+        "config.json": ("a" * 64, 3000),
+        "model-00001-of-00002.safetensors": ("b" * 64, 3 * MIB),
+        "model-00002-of-00002.safetensors": ("c" * 64, 2 * MIB + 17),
+    }
+    snapshot = os.path.join(repo, "snapshots", sha)
+    os.makedirs(snapshot)
+    blob_paths = []
+    for name, (digest, size) in blobs.items():
+        blob_paths.append(write_file(os.path.join(repo, "blobs", digest), size))
+        os.symlink(os.path.join("..", "..", "blobs", digest), os.path.join(snapshot, name))
+    return repo, snapshot, blob_paths
+
+
+def test_hf_snapshot_symlinks_evict_the_blobs_once(scratch, probe):
+    repo, snapshot, blobs = _hf_layout(scratch)
+    warm(*blobs)
+    total = sum(os.path.getsize(b) for b in blobs)
+    cached = sum(footprint(b) for b in blobs)
+
+    result = pc.evict([snapshot])
+    assert [resident(b) for b in blobs] == [0, 0, 0]
+    assert result["file_count"] == 3 and result["file_bytes"] == total
+    assert result["evicted_bytes"] == cached
+
+    # The whole repo reaches each blob twice (directly and via the snapshot): counted once.
+    warm(*blobs)
+    result = pc.evict([repo])
+    assert result["file_count"] == 3 and result["duplicates"] == 3
+    assert result["evicted_bytes"] == cached
+
+
+def test_not_following_symlinks_leaves_the_blobs_and_says_so(scratch):
+    _repo, snapshot, blobs = _hf_layout(scratch)
+    warm(*blobs)
+    result = pc.evict([snapshot], follow_symlinks=False)
+    assert [resident(b) for b in blobs] == [footprint(b) for b in blobs]
+    assert result["file_count"] == 0 and result["changed"] is False
+    assert len(result["skipped_paths"]) == 3
+    assert {s["reason"] for s in result["skipped_paths"]} == {"symlink not followed: follow_symlinks is false"}
+
+
+def test_named_symlink_is_resolved_even_without_following(scratch):
+    target = write_file(os.path.join(scratch, "real"), 2 * MIB)
+    link = os.path.join(scratch, "link")
+    os.symlink(target, link)
+    warm(target)
+    result = pc.evict([link], follow_symlinks=False)
+    assert resident(target) == 0 and result["file_count"] == 1
+
+
+def test_hard_links_and_repeated_paths_count_once(scratch):
+    path = write_file(os.path.join(scratch, "d", "file"), 3 * MIB)
+    os.link(path, os.path.join(scratch, "d", "hardlink"))
+    warm(path)
+    result = pc.evict([path, path, os.path.join(scratch, "d"), os.path.join(scratch, "d", "hardlink")])
+    assert result["file_count"] == 1
+    assert result["file_bytes"] == 3 * MIB
+    # Reached five times: two named paths, two names in the walk, the named hard link.
+    assert result["duplicates"] == 4
+    assert result["evicted_bytes"] == 3 * MIB
+    assert resident(path) == 0
+
+
+def test_check_mode_measures_and_evicts_nothing(scratch, probe):
+    files = [write_file(os.path.join(scratch, "f%d" % i), 2 * MIB) for i in range(3)]
+    warm(*files)
+    result = pc.evict([scratch], check_mode=True)
+    assert [resident(f) for f in files] == [2 * MIB] * 3
+    assert result["changed"] is True
+    assert result["resident_bytes_before"] == result["resident_bytes_after"] == 6 * MIB
+    assert result["evicted_bytes"] == 0
+
+
+def test_missing_path_fails_naming_it_before_evicting(scratch):
+    present = write_file(os.path.join(scratch, "present"), 2 * MIB)
+    warm(present)
+    gone = os.path.join(scratch, "no-such-dir")
+    with pytest.raises(pc.PageCacheError, match="no-such-dir"):
+        pc.evict([present, gone])
+    assert resident(present) == 2 * MIB
+
+
+def test_missing_path_ignored_is_listed(scratch):
+    present = write_file(os.path.join(scratch, "present"), 2 * MIB)
+    dangling = os.path.join(scratch, "dangling")
+    os.symlink(os.path.join(scratch, "nowhere"), dangling)
+    warm(present)
+    gone = os.path.join(scratch, "no-such-dir")
+    result = pc.evict([present, gone, dangling], missing="ignore")
+    assert resident(present) == 0
+    assert {"path": gone, "reason": "missing"} in result["skipped_paths"]
+    assert {"path": dangling, "reason": "missing"} in result["skipped_paths"]
+
+
+def test_odd_entries_in_a_walk_are_listed_not_hidden(scratch):
+    root = os.path.join(scratch, "tree")
+    data = write_file(os.path.join(root, "data"), MIB)
+    os.mkfifo(os.path.join(root, "fifo"))
+    os.symlink(os.path.join(root, "nowhere"), os.path.join(root, "broken"))
+    os.symlink(".", os.path.join(root, "loop"))  # a directory cycle must not hang the walk
+    warm(data)
+    result = pc.evict([root])
+    reasons = {os.path.basename(s["path"]): s["reason"] for s in result["skipped_paths"]}
+    assert reasons == {"fifo": "not a regular file", "broken": "broken symlink"}
+    assert result["file_count"] == 1 and resident(data) == 0
+
+
+def test_min_size_leaves_small_files_and_counts_them(scratch):
+    small = write_file(os.path.join(scratch, "small"), MIB)
+    big = write_file(os.path.join(scratch, "big"), 4 * MIB)
+    warm(small, big)
+    result = pc.evict([scratch], min_size=2 * MIB)
+    assert resident(small) == MIB and resident(big) == 0
+    assert result["file_count"] == 1
+    assert result["below_min_size"] == {"files": 1, "bytes": MIB}
+
+
+def test_unreadable_file_is_skipped_with_reason(scratch):
+    readable = write_file(os.path.join(scratch, "readable"), 2 * MIB)
+    locked = write_file(os.path.join(scratch, "locked"), 2 * MIB)
+    warm(readable, locked)
+    os.chmod(locked, 0)
+
+    result = run_unprivileged(lambda: pc.evict([scratch]))
+
+    assert result["skipped_paths"] == [{"path": locked, "reason": "unreadable: Permission denied"}]
+    assert resident(locked) == 2 * MIB
+    # A file the user may only read is still evicted: no root needed.
+    assert resident(readable) == 0
+    assert result["file_count"] == 1
+    if os.geteuid() == 0:
+        # root owns it, so mincore hides its cache from nobody: evicted, not measured.
+        assert result["unmeasured"] == {"files": 1, "bytes": 2 * MIB}
+        assert result["changed"] is True and result["evicted_bytes"] == 0
+
+
+def test_unreadable_directory_is_skipped_with_reason(scratch):
+    hidden = os.path.join(scratch, "hidden")
+    write_file(os.path.join(hidden, "inner"), MIB)
+    os.chmod(hidden, 0)
+    try:
+        result = run_unprivileged(lambda: pc.evict([scratch]))
+    finally:
+        os.chmod(hidden, stat.S_IRWXU)
+    assert result["skipped_paths"] == [{"path": hidden, "reason": "unreadable directory: Permission denied"}]
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"paths": None}, "needs paths"),
+    ({"paths": []}, "needs paths"),
+    ({"paths": ["/"], "min_size": -1}, "min_size"),
+    ({"method": "balloon", "keep_gib": 1.5}, "keep_gib=1.5 is below the 2.0 GiB floor"),
+    ({"method": "nonsense", "paths": ["/"]}, "method must be one of"),
+])
+def test_bad_input_is_refused(kwargs, message):
+    with pytest.raises(pc.PageCacheError, match=message):
+        pc.evict(**kwargs)
+
+
+def test_drop_caches_without_root_is_refused(scratch):
+    with pytest.raises(pc.PageCacheError, match="use method=fadvise .*become: true"):
+        run_unprivileged(lambda: pc.evict([scratch], method="drop_caches"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drop_caches needs root")
+def test_drop_caches_as_root_empties_the_targets(scratch):
+    if not os.access(pc.DROP_CACHES_PATH, os.W_OK):
+        pytest.skip("%s is not writable here (read-only /proc/sys)" % pc.DROP_CACHES_PATH)
+    path = write_file(os.path.join(scratch, "f"), 4 * MIB)
+    warm(path)
+    result = pc.evict([path], method="drop_caches")
+    assert resident(path) == 0
+    assert result["changed"] is True and result["evicted_bytes"] == 4 * MIB
+
+
+# --- balloon ---------------------------------------------------------------------------------
+
+
+def _available_gib():
+    return read_meminfo()["MemAvailable"] / GIB
+
+
+def _rss():
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:"))
+
+
+def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch):
+    # Keep all but ~0.5 GiB so the test stays small on any machine.
+    path = write_file(os.path.join(scratch, "f"), MIB)
+    warm(path)
+    rss = _rss()
+    keep = _available_gib() - 0.5
+    result = pc.evict([path], method="balloon", keep_gib=keep)
+    # Other processes move MemAvailable too, so allow some slack around 0.5 GiB.
+    assert 0.25 * GIB <= result["balloon_bytes"] <= 0.6 * GIB
+    assert result["method"] == "balloon" and result["file_count"] == 1
+    assert _rss() < rss + 64 * MIB  # the balloon was given back
+
+
+def test_balloon_check_mode_allocates_nothing():
+    keep = _available_gib() - 0.5
+    result = pc.evict(method="balloon", keep_gib=keep, check_mode=True)
+    assert result["balloon_bytes"] == 0
+    assert result["changed"] is True  # there is room and there is cache
+
+
+def test_balloon_with_no_room_does_nothing():
+    result = pc.evict(method="balloon", keep_gib=_available_gib() + 64)
+    assert result["balloon_bytes"] == 0
+
+
+def test_file_without_mmap_support_is_skipped_with_reason(monkeypatch):
+    # sysfs attributes are regular files that cannot be mapped, so mincore cannot see them.
+    monkeypatch.setattr(pc._libc(), "use_cachestat", False)
+    candidates = ["/sys/kernel/uevent_seqnum", "/sys/kernel/profiling", "/sys/power/state"]
+    path = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.R_OK)), None)
+    if path is None:
+        pytest.skip("no readable sysfs attribute here")
+    result = pc.evict([path])
+    assert result["file_count"] == 0
+    assert result["skipped_paths"] == [{"path": path, "reason": "cannot measure residency: mmap: No such device"}]
