@@ -659,16 +659,24 @@ def check_memory(config, obs_by_node):
 
 
 def disk_groups(entries):
-    """Group probe entries by filesystem (st_dev) and sum what each filesystem must hold."""
+    """Group probe entries by filesystem (st_dev) and sum what each filesystem must still hold.
+
+    Bytes already under a directory (``present``, e.g. the downloaded checkpoint on a
+    rerun) count toward that directory's need, up to the need.
+    """
     groups = {}
     order = []
     for entry in entries:
         key = entry.get("dev")
         if key not in groups:
-            groups[key] = {"mount": entry.get("mount"), "free": entry.get("free"), "need": 0, "names": [], "paths": []}
+            groups[key] = {"mount": entry.get("mount"), "free": entry.get("free"), "need": 0, "present": 0,
+                           "names": [], "paths": []}
             order.append(key)
         group = groups[key]
-        group["need"] += int(entry.get("need") or 0)
+        need = int(entry.get("need") or 0)
+        present = min(need, int(entry.get("present") or 0))
+        group["need"] += need - present
+        group["present"] += present
         group["names"].append(entry.get("name"))
         group["paths"].append(entry.get("path"))
     return [groups[k] for k in order]
@@ -692,10 +700,12 @@ def check_disk(config, obs_by_node):
         for group in disk_groups([e for e in probe if not e.get("error")]):
             ok = group["free"] >= group["need"]
             what = "+".join(group["names"])
+            expected = ">= %s free on %s for %s (path %s)" % (
+                human_bytes(group["need"]), group["mount"], what, config.get("path"))
             out.append(result(
-                "disk.free", node, _bad(FAIL, ok), FAIL,
-                ">= %s free on %s for %s (path %s)" % (human_bytes(group["need"]), group["mount"], what, config.get("path")),
-                "%s free" % human_bytes(group["free"]),
+                "disk.free", node, _bad(FAIL, ok), FAIL, expected,
+                "%s free" % human_bytes(group["free"]) + (
+                    " (%s already there counted)" % human_bytes(group["present"]) if group["present"] else ""),
                 "free %s on %s (%s) or point the %s directories at a larger disk"
                 % (human_bytes(group["need"] - group["free"]), group["mount"], ", ".join(group["paths"]), what),
                 "%s: %s free for %s" % (group["mount"], human_bytes(group["free"]), what)))

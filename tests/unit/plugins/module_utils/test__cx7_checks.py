@@ -2,6 +2,10 @@
 
 import copy
 import json
+import os
+import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -409,6 +413,20 @@ def test_disk_groups_add_up_on_one_filesystem(obs):
     assert res[1]["found"] == "10.7 GB free" and "/nvme/session" in res[1]["fix"]
 
 
+def test_disk_counts_what_is_already_there(obs):
+    entries = [
+        {"name": "checkpoint", "path": "~/.cache/huggingface", "need": 165 * 10 ** 9, "present": 170 * 10 ** 9,
+         "dev": 1, "mount": "/", "free": 90 * 10 ** 9},
+        {"name": "prepared", "path": "~/.cache/glm53/prepared", "need": 84 * 10 ** 9, "present": 4 * 10 ** 9,
+         "dev": 1, "mount": "/", "free": 90 * 10 ** 9},
+    ]
+    (group,) = c.disk_groups(entries)
+    assert group["need"] == 80 * 10 ** 9 and group["present"] == 169 * 10 ** 9
+    obs[HEAD]["disk"]["stdout"] = json.dumps(entries)
+    (res,) = [r for r in c.check_disk(CONFIG, obs) if r["node"] == HEAD]
+    assert res["status"] == "ok" and res["found"] == "90.0 GB free (169.0 GB already there counted)"
+
+
 def test_disk_probe_errors(obs):
     obs[WORKER]["disk"] = {"rc": 1, "stdout": "", "stderr": "python3: not found"}
     obs[HEAD]["disk"]["stdout"] = json.dumps([{"name": "checkpoint", "path": "/x", "need": 1,
@@ -490,3 +508,52 @@ def test_inputs_are_not_mutated(obs):
     before = copy.deepcopy(obs)
     c.evaluate(obs, CONFIG)
     assert obs == before
+
+
+# --- the probe scripts the role runs on the nodes (real processes, local sockets/files) ------
+
+ROLE_FILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "cx7_link", "files")
+
+
+def run_probe(script, *args):
+    proc = subprocess.run([sys.executable, os.path.join(ROLE_FILES, script)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_disk_probe_measures_nearest_existing_dir_and_present_files(tmp_path):
+    blobs = tmp_path / "hf" / "hub" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / "a").write_bytes(b"x" * 65536)
+    (tmp_path / "hf" / "hub" / "link").symlink_to(blobs / "a")
+    spec = {"needs": {"checkpoint": 10, "session": 5},
+            "dirs": {"checkpoint": str(tmp_path / "hf"), "session": str(tmp_path / "not" / "yet")}}
+    checkpoint, session = run_probe("disk_probe.py", json.dumps(spec))
+    assert checkpoint["checked"] == str(tmp_path / "hf") and checkpoint["free"] > 0
+    assert 65536 <= checkpoint["present"] < 2 * 65536  # the symlink is not counted again
+    assert session["checked"] == str(tmp_path) and session["present"] == 0
+    assert session["dev"] == checkpoint["dev"] and session["mount"] == checkpoint["mount"]
+
+
+def test_port_probe_listen_connect_and_refused():
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    listener = subprocess.Popen([sys.executable, os.path.join(ROLE_FILES, "port_probe.py"), "listen", "127.0.0.1",
+                                 str(port), "5"], stdout=subprocess.PIPE, text=True)
+    connect = run_probe("port_probe.py", "connect", "127.0.0.1", port, 5)
+    listened = json.loads(listener.communicate(timeout=10)[0])
+    assert connect["connected"] is True and connect["error"] is None
+    assert listened["bound"] is True and listened["accepted"] is True
+    # The listener has exited: nothing answers any more.
+    refused = run_probe("port_probe.py", "connect", "127.0.0.1", port, 0.3)
+    assert refused["connected"] is False and refused["error"] == "ECONNREFUSED"
+
+
+def test_port_probe_reports_a_port_in_use():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        result = run_probe("port_probe.py", "listen", "127.0.0.1", busy.getsockname()[1], 1)
+    assert result["bound"] is False and "EADDRINUSE" in result["error"]
