@@ -52,14 +52,15 @@ unit: setup
 # Build the tarball, install it alone (--no-deps, no checkout config) and use it.
 build: setup
 	mkdir -p .build && ansible-galaxy collection build --force --output-path .build .
-	rm -rf .build/install
-	ANSIBLE_CONFIG=/dev/null ansible-galaxy collection install --no-deps --force \
+	rm -rf .build/install && printf '[defaults]\n' > .build/empty.cfg
+	ANSIBLE_CONFIG=$(abspath .build/empty.cfg) ansible-galaxy collection install --no-deps --force \
 	  -p .build/install .build/dgx_spark-glm53-$(VERSION).tar.gz
-	cd .build && ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
+	cd .build && ANSIBLE_CONFIG=$(abspath .build/empty.cfg) ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
 	  ansible-doc dgx_spark.glm53.page_cache_evict > /dev/null
-	cd .build && ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
-	  ansible localhost -c local -o -m dgx_spark.glm53.page_cache_evict -a 'paths=$(abspath README.md)' \
-	  | grep -q '"files": 1'
+	cd .build && ANSIBLE_CONFIG=$(abspath .build/empty.cfg) ANSIBLE_COLLECTIONS_PATH=$(abspath .build/install) \
+	  ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=json \
+	  ansible localhost -c local -m dgx_spark.glm53.page_cache_evict -a 'paths=$(abspath README.md)' \
+	  | grep -q '"file_count": 1,'
 	@echo "build ok: .build/dgx_spark-glm53-$(VERSION).tar.gz installs and runs with --no-deps"
 
 doc: setup
