@@ -1,7 +1,14 @@
 # dgx_spark.glm53 - developer and CI entry points.
-#   make setup   create .venv and install the pinned toolchain (fast when already done)
-#   make test    everything CI runs: lint, sanity, unit tests, lab end-to-end, molecule
-#   make lab     deploy onto the two-node Spark lab (see lab/README.md)
+#   make lab          rehearse a deployment on the two-node Spark lab (lab/README.md)
+#   make test         everything CI runs: lint, sanity, unit, build, lab end-to-end, molecule
+#   make setup        create .venv and install the pinned toolchain (fast when already done)
+#   make lint         yamllint + ansible-lint (production profile)
+#   make sanity       ansible-test sanity on a copy laid out as ansible_collections/dgx_spark/glm53
+#   make unit         pytest tests/unit (real page cache, pure functions)
+#   make build        build the collection tarball and prove it installs alone
+#   make integration  end-to-end tests on the lab through ansible-runner
+#   make molecule     every molecule scenario on the lab
+#   make lab-up | lab-down | lab-status
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -87,7 +94,7 @@ lab-status:
 
 # Operator rehearsal on the lab. For now it runs the read-only preflight when that
 # playbook exists; it will run playbooks/site.yml once the deployment roles land.
-lab: lab-up
+lab: setup lab-up
 	@if [ -f playbooks/preflight.yml ]; then \
 	  ansible-playbook -i lab/inventory playbooks/preflight.yml; \
 	else \
