@@ -14,7 +14,6 @@ Exit status 0 when the median is under --target seconds, 1 otherwise.
 """
 
 import argparse
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -28,11 +27,11 @@ INVENTORY = os.path.join(REPO, "lab", "inventory")
 
 
 def lab_up():
-    spec = importlib.util.spec_from_file_location("spark_lab", os.path.join(REPO, "lab", "spark_lab.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("spark_lab", module)
-    spec.loader.exec_module(module)
-    return sys.modules["spark_lab"].up()
+    # lab/ is not a package and never ships: import the lab tool from its folder.
+    sys.path.insert(0, os.path.join(REPO, "lab"))
+    import spark_lab  # pylint: disable=import-outside-toplevel
+
+    return spark_lab.up()
 
 
 def run_once(path, report):

@@ -12,7 +12,6 @@ Every run keeps its private data dir and artifacts under tests/output/runner/<id
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -24,20 +23,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# lab/ is not a package and never ships: import the lab tool from its folder
+# (lab_faults.py and benchmarks/preflight.py do the same).
+sys.path.insert(0, str(REPO / "lab"))
+import spark_lab  # noqa: E402  pylint: disable=wrong-import-position
+
 RUNNER_TEMPLATE = REPO / "runner"
 OUTPUT = REPO / "tests" / "output" / "runner"
-
-
-def _load_lab_module():
-    """Import lab/spark_lab.py by path: lab/ is not a package and never ships."""
-    spec = importlib.util.spec_from_file_location("spark_lab", REPO / "lab" / "spark_lab.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("spark_lab", module)
-    spec.loader.exec_module(module)
-    return sys.modules["spark_lab"]
-
-
-spark_lab = _load_lab_module()
 
 
 def pytest_collection_modifyitems(items):

@@ -15,6 +15,13 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
+from pathlib import Path
+
+# lab/ is not a package and never ships: put it on the path once; conftest.py and
+# benchmarks/preflight.py import the lab tool the same way.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
+import spark_lab  # noqa: E402  pylint: disable=wrong-import-position
 
 HEAD = "spark-head"
 WORKER = "spark-worker"
@@ -23,16 +30,10 @@ GPU_STATE = "/etc/glm53-lab/gpu.json"
 
 
 def sh(node: str, script: str, check: bool = True, user: str = "root", input: str | None = None) -> subprocess.CompletedProcess:
-    """Run a bash script in a node; raise with its output when `check` and it fails."""
+    """Run a bash script in a node (the lab tool's own `docker exec`); raise with its output when `check` and it fails."""
     if node not in NODES:
         raise ValueError(f"unknown lab node {node!r}; expected one of {NODES}")
-    cmd = ["docker", "exec"] + (["-i"] if input is not None else []) + ["-e", "LC_ALL=C", "-u", user, node, "bash", "-c", script]
-    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120, check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError(
-            f"on {node} as {user}: {script!r} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
-        )
-    return proc
+    return spark_lab.node_exec(node, script, user=user, check=check, input=input)
 
 
 def _q(value) -> str:
