@@ -19,15 +19,13 @@ BIN    := $(abspath $(VENV))/bin
 STAMP  := $(VENV)/.installed
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
-# The collection is found by FQCN through the committed .collections symlink.
-COLL_DIR := .collections/ansible_collections/dgx_spark/glm53
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
 # ansible-test fetches a pip bootstrap script from a host we cannot reach; put our
 # stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
-.PHONY: help setup lint sanity unit test build doc clean lab-up lab-down lab-status lab integration molecule
+.PHONY: help setup lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule
 
 help:
 	@grep -E '^#   make' $(MAKEFILE_LIST) | sed 's/^#   //'
@@ -69,9 +67,6 @@ build: setup
 	  ansible localhost -c local -m dgx_spark.glm53.page_cache_evict -a 'paths=$(abspath README.md)' \
 	  | grep -q '"file_count": 1,'
 	@echo "build ok: .build/dgx_spark-glm53-$(VERSION).tar.gz installs and runs with --no-deps"
-
-doc: setup
-	ansible-doc dgx_spark.glm53.page_cache_evict
 
 test: setup lint sanity unit build integration molecule
 

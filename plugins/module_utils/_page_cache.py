@@ -127,17 +127,22 @@ class _Collector(object):
     def skip(self, path, reason):
         self.skipped.append({"path": path, "reason": reason})
 
-    def visit(self, path, top=False):
+    def _stat(self, statfn, path, top, gone_reason, error_reason):
+        """stat or lstat ``path``; None (and the path recorded) when it cannot be."""
         try:
-            st = os.lstat(path)
+            return statfn(path)
         except FileNotFoundError:
             if top:
                 self.missing.append(path)
             else:
-                self.skip(path, "vanished")
-            return
+                self.skip(path, gone_reason)
         except OSError as exc:
-            self.skip(path, "cannot stat: %s" % exc.strerror)
+            self.skip(path, "%s: %s" % (error_reason, exc.strerror))
+        return None
+
+    def visit(self, path, top=False):
+        st = self._stat(os.lstat, path, top, "vanished", "cannot stat")
+        if st is None:
             return
         if stat.S_ISLNK(st.st_mode):
             # Paths named by the caller are always resolved (like find -H);
@@ -145,16 +150,8 @@ class _Collector(object):
             if not (top or self.follow_symlinks):
                 self.skip(path, "symlink not followed: follow_symlinks is false")
                 return
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                if top:
-                    self.missing.append(path)
-                else:
-                    self.skip(path, "broken symlink")
-                return
-            except OSError as exc:
-                self.skip(path, "cannot follow symlink: %s" % exc.strerror)
+            st = self._stat(os.stat, path, top, "broken symlink", "cannot follow symlink")
+            if st is None:
                 return
         if stat.S_ISREG(st.st_mode):
             self._add_file(path, st)
