@@ -1,5 +1,5 @@
-# Two-rank NCCL all-gather bandwidth over the CX7 link, run inside the engine image
-# (torch + NCCL) on both Sparks. Env: RANK, MASTER_ADDR, MASTER_PORT, BYTES, ITERS.
+# NCCL all-gather bandwidth over the CX7 link, run inside the engine image (torch +
+# NCCL) on every Spark. Env: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, BYTES, ITERS.
 # Rank 0 prints one JSON line; bus bandwidth uses the nccl-tests convention for
 # all-gather (algbw * (n-1)/n), so the number compares with all_gather_perf.
 import json
@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 def main():
     rank = int(os.environ["RANK"])
-    world = 2
+    world = int(os.environ.get("WORLD_SIZE", 2))
     dist.init_process_group(
         "nccl",
         init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),

@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""cx7_link on the controller: turn what the nodes returned into observations, plan
+the probes between nodes, and judge everything. Not a public API.
+
+The role gathers each node in one round trip (``spark_node_facts``), asks
+:func:`probe_plan` what each node probes, runs those probes in one more round trip
+per node (``link_probe``), then calls :func:`evaluate`. Config keys: head, workers,
+path, master_port, mtu, ssh_user, ssh_timeout, port_probe_timeout, gpu_name,
+gpu_process_allow, engine_names, engine_label, mem_free_gib, mem_available_gib and
+``nodes`` ({node: {netdev, second_netdev, address}}: each node's configured link).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_links import (
+    check_link_pairs,
+    check_link_ports,
+    check_netdev_names,
+    check_pings,
+    link_addresses,
+    links_of,
+    nodes_of,
+    ping_plan,
+    port_for,
+)
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nccl import (
+    check_gid_uniform,
+    cluster_contract,
+    nccl_settings,
+    usable_links,
+)
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import (
+    check_disk,
+    check_gpus,
+    check_kernel,
+    check_memory,
+    check_nodes,
+)
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_reach import check_master_port, check_ssh
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result import enforce_skips, summarize
+
+SSH_MARKER = "glm53-ssh-ok"
+
+
+def _by_item(results):
+    """Loop results of a task delegated to each node -> {node: result}."""
+    out = {}
+    for entry in results or []:
+        if isinstance(entry, dict) and entry.get("item") is not None:
+            out[entry["item"]] = entry
+    return out
+
+
+def observation(node_cfg, facts, probe=None, listen=None):
+    """One node's observation from its registered results (any may be missing)."""
+    obs = dict(node_cfg or {})
+    if not facts or facts.get("unreachable") or facts.get("failed") or "link" not in facts:
+        obs.update(reachable=False, error=_reason(facts))
+        return obs
+    link = facts.get("link") or {}
+    ports = link.get("ports")
+    obs.update(
+        reachable=True,
+        ports=ports if not link.get("error") else None,
+        link_source=link.get("source"),
+        link_error=link.get("error"),
+        sysfs_root=link.get("sysfs_root"),
+        gpu=facts.get("gpu"),
+        apps=facts.get("apps"),
+        app_containers=facts.get("app_containers") or {},
+        engine_error=facts.get("engine_error"),
+        meminfo=facts.get("meminfo") or "",
+        osrelease=facts.get("osrelease") or "",
+        cmdline=facts.get("cmdline") or "",
+        disk=facts.get("disk"),
+    )
+    if probe and not probe.get("skipped") and not probe.get("unreachable"):
+        obs.update(pings=probe.get("pings") or [], connect=probe.get("connect"), ssh=probe.get("ssh") or [])
+    if listen and not listen.get("skipped"):
+        obs["listen"] = listen.get("listen")
+    return obs
+
+
+def _reason(facts):
+    if not facts:
+        return "not gathered"
+    msg = (facts.get("msg") or "").strip()
+    if facts.get("unreachable"):
+        return "unreachable: %s" % (msg.splitlines()[-1] if msg else "no answer over ssh")
+    return msg.splitlines()[-1] if msg else "gathering failed"
+
+
+def observations(config, facts_results, probe_results=None, listen=None):
+    facts = _by_item(facts_results)
+    probes = _by_item(probe_results)
+    cfg = config.get("nodes") or {}
+    out = {}
+    for node in nodes_of(config):
+        out[node] = observation(cfg.get(node), facts.get(node), probes.get(node),
+                                listen if node == config["head"] else None)
+    return out
+
+
+def probe_plan(config, facts_results):
+    """``{listen, nodes: {node: {pings, connect, ssh}}}`` from every node's facts.
+
+    The head listens on the master port (started in the background before anyone
+    connects, so the order the nodes are probed in does not matter) for every worker
+    whose primary link is Up with an address; each such worker connects; the head
+    ssh-es to each worker's link address.
+    """
+    obs_by_node = observations(config, facts_results)
+    head = config["head"]
+    primary = links_of(config, obs_by_node)[0]["netdev"]
+    chosen = link_addresses(config, obs_by_node, primary)
+
+    def ready(node):
+        port = port_for(obs_by_node.get(node), primary)
+        return bool(port) and port.get("state") == "Up" and bool(chosen.get(node))
+
+    workers = [w for w in config["workers"] if ready(w)]
+    master = chosen.get(head) if ready(head) else None
+    timeout = int(config.get("port_probe_timeout") or 5)
+    plan = {"listen": None, "nodes": {}}
+    if master and workers:
+        # Listen long enough for every worker to be reached one after the other.
+        plan["listen"] = {"address": master, "port": int(config["master_port"]), "expect": len(workers),
+                          "timeout": timeout * (len(workers) + 1) + 10}
+    user = config.get("ssh_user") or ""
+    for node in nodes_of(config):
+        entry = {"pings": ping_plan(config, obs_by_node, node), "connect": None, "ssh": []}
+        if master and node in workers:
+            entry["connect"] = {"address": master, "port": int(config["master_port"]), "timeout": timeout}
+        if node == head:
+            for worker in workers:
+                target = "%s@%s" % (user, chosen[worker]) if user else chosen[worker]
+                entry["ssh"].append({"worker": worker, "target": target,
+                                     "command": "echo %s; docker ps -q" % SSH_MARKER,
+                                     "timeout": int(config.get("ssh_timeout") or 20)})
+        plan["nodes"][node] = entry
+    return plan
+
+
+def evaluate(config, facts_results, probe_results=None, listen=None):
+    """Every check on every node: ``{status, nodes, checks, failures, warnings, nccl, contract}``."""
+    obs_by_node = observations(config, facts_results, probe_results, listen)
+    checks = []
+    for check in (check_nodes, check_kernel, check_netdev_names, check_link_ports, check_link_pairs, check_pings,
+                  check_ssh, check_master_port, check_gpus, check_memory, check_disk):
+        checks += check(config, obs_by_node)
+    links = usable_links(config, obs_by_node, checks)
+    settings = nccl_settings(config, obs_by_node, links)
+    checks += check_gid_uniform(config, settings)
+    report = summarize(enforce_skips(checks), nodes_of(config))
+    report["nccl"] = dict((node, value["env"]) for node, value in settings.items())
+    report["contract"] = cluster_contract(config, obs_by_node, links, settings)
+    return report
