@@ -66,7 +66,8 @@ def test_clean_pair_passes_publishes_facts_and_is_idempotent(assert_idempotent, 
             "NCCL_SOCKET_IFNAME": L1, "GLOO_SOCKET_IFNAME": L1,
             "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_IB_GID_INDEX": "3"}
     later = second.task_results("MARKER later play")
-    assert later[WORKER]["msg"] == "198.18.1.10 198.18.1.11"
+    assert later[WORKER]["msg"] == "198.18.1.10:29551 198.18.1.11"
+    assert later[HEAD]["msg"] == "198.18.1.10:29551 198.18.1.10"
     # The table is in the play output.
     assert "link.df_ping" in second.stdout and "overall" in second.stdout
 
@@ -197,6 +198,6 @@ def test_without_the_tool_the_sysfs_walk_gives_the_same_settings(run_playbook, t
     (facts,) = checks(report, "node.link_facts", WORKER)
     assert facts["found"] == "4 RDMA port(s) via sysfs"
     assert checks(report, "node.link_facts", HEAD)[0]["found"] == "4 RDMA port(s) via tool"
-    assert report["nccl"]["env"][WORKER] == report["nccl"]["env"][HEAD] == {
+    assert report["nccl"][WORKER] == report["nccl"][HEAD] == {
         "NCCL_SOCKET_IFNAME": L1, "GLOO_SOCKET_IFNAME": L1,
         "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_IB_GID_INDEX": "3"}
