@@ -26,7 +26,8 @@ description:
   - The listener and the connector do not need to start at the same time. Start the listener with
     C(async) and C(poll=0) in one task, run the connectors in a later task, then collect the listener
     with M(ansible.builtin.async_status). The connector retries every 0.1 seconds, so it may
-    even start before the listener; this works with C(forks=1) and with C(serial).
+    even start before the listener. This works with C(forks=1); with C(serial), start and collect the
+    listener in plays of their own, before and after the play that connects.
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.
