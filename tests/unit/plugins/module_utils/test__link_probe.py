@@ -1,0 +1,343 @@
+"""_link_probe against real sockets on loopback and real processes (ping, ssh, sh).
+
+198.18.255.254 is in the lab range and answers nothing, which makes it the
+"peer that never replies". Wall times are measured here, around the calls,
+never taken from the results under test.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _link_probe as lp
+
+NOWHERE = "198.18.255.254"
+PING = shutil.which("ping")
+needs_ping = pytest.mark.skipif(PING is None, reason="needs ping (iputils-ping)")
+needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def listening(port):
+    """True when something accepts TCP connections on 127.0.0.1:port (checked without the code under test)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def alive(pid):
+    """A live process (zombies waiting for a reaper do not count)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (IOError, OSError):
+        return False
+    return state not in ("Z", "X")
+
+
+def timed(func, *args, **kwargs):
+    started = time.monotonic()
+    result = func(*args, **kwargs)
+    return result, time.monotonic() - started
+
+
+# --- run_with_timeout ---------------------------------------------------------------------------
+
+def test_run_with_timeout_returns_output_and_exit_status():
+    result = lp.run_with_timeout(["sh", "-c", "echo out; echo err >&2; exit 3"], 5)
+    assert result == {"rc": 3, "stdout": "out\n", "stderr": "err\n", "timed_out": False,
+                      "command": "sh -c 'echo out; echo err >&2; exit 3'", "timeout": 5, "error": None}
+
+
+def test_run_with_timeout_kills_a_wedged_command_and_names_it():
+    result, wall = timed(lp.run_with_timeout, ["sleep", "30"], 1)
+    assert 1 <= wall < 2, wall
+    assert result["timed_out"] is True
+    assert result["rc"] == -15
+    assert result["command"] == "sleep 30"
+    assert "`sleep 30` did not finish within 1s" in result["error"]
+
+
+def test_run_with_timeout_kills_children_that_ignore_sigterm(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = "trap '' TERM; sleep 30 & echo $! > %s; echo started; wait; wait" % pidfile
+    result, wall = timed(lp.run_with_timeout, ["sh", "-c", script], 1)
+    assert wall < 2.5, wall
+    assert result["timed_out"] is True and result["rc"] == -9, result
+    assert result["stdout"] == "started\n"
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 2
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_run_with_timeout_is_not_held_by_a_descendant_that_left_the_group():
+    # The escaped sleep keeps stdout open; a pipe reader would wait for it.
+    result, wall = timed(lp.run_with_timeout, ["sh", "-c", "setsid sleep 30 & echo $!"], 5)
+    try:
+        assert wall < 2, wall
+        assert result["rc"] == 0 and result["timed_out"] is False
+    finally:
+        os.kill(int(result["stdout"]), 9)
+
+
+def test_run_with_timeout_reports_a_missing_command():
+    result = lp.run_with_timeout(["/nonexistent/tool", "-x"], 1)
+    assert result["rc"] is None and result["timed_out"] is False
+    assert result["error"] == "cannot run /nonexistent/tool: ENOENT (No such file or directory)"
+
+
+# --- listen / connect ---------------------------------------------------------------------------
+
+def test_connect_started_after_the_listener():
+    port = free_port()
+    with ThreadPoolExecutor(1) as pool:
+        listener = pool.submit(lp.listen, "127.0.0.1", port, 10)
+        time.sleep(2)
+        connected = lp.connect("127.0.0.1", port, 5)
+        heard = listener.result()
+    assert connected["connected"] is True and connected["error"] is None, connected
+    assert heard == dict(heard, bound=True, accepted=["127.0.0.1"], error=None)
+    assert not listening(port), "the listener left its socket open"
+
+
+def test_connect_started_before_the_listener_waits_for_it():
+    port = free_port()
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        connector = pool.submit(lp.connect, "127.0.0.1", port, 5)
+        time.sleep(1)
+        heard = lp.listen("127.0.0.1", port, 5)
+        connected = connector.result()
+        wall = time.monotonic() - started
+    assert connected["connected"] is True, connected
+    assert connected["attempts"] > 1, "the first attempt should have been refused"
+    assert 1 <= wall < 3, wall
+    assert heard["accepted"] == ["127.0.0.1"]
+
+
+def test_listener_waits_for_the_expected_number_of_connections():
+    port = free_port()
+    with ThreadPoolExecutor(3) as pool:
+        listener = pool.submit(lp.listen, "127.0.0.1", port, 10, 2)
+        first = pool.submit(lp.connect, "127.0.0.1", port, 5)
+        time.sleep(1)
+        assert not listener.done(), "returned after one of two connections"
+        second = pool.submit(lp.connect, "127.0.0.1", port, 5)
+        assert first.result()["connected"] and second.result()["connected"]
+        heard = listener.result()
+    assert heard["accepted"] == ["127.0.0.1", "127.0.0.1"] and heard["error"] is None
+
+
+def test_listener_reports_a_port_held_by_another_socket():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        heard, wall = timed(lp.listen, "127.0.0.1", port, 5)
+    assert wall < 1
+    assert heard["bound"] is False and heard["accepted"] == []
+    assert heard["error"] == "cannot listen on 127.0.0.1:%d: EADDRINUSE (Address already in use)" % port
+
+
+def test_listener_gives_up_at_its_timeout_and_closes():
+    port = free_port()
+    heard, wall = timed(lp.listen, "127.0.0.1", port, 1)
+    assert 1 <= wall < 1.5
+    assert heard["bound"] is True and heard["accepted"] == []
+    assert heard["error"] == "accepted 0 of 1 connection(s) on 127.0.0.1:%d within 1s" % port
+    assert not listening(port)
+
+
+def test_listener_reports_an_address_not_on_this_host():
+    heard = lp.listen(NOWHERE, free_port(), 1)
+    assert heard["bound"] is False and "EADDRNOTAVAIL" in heard["error"]
+
+
+def test_connect_to_a_port_nobody_listens_on_fails_at_the_deadline():
+    port = free_port()
+    connected, wall = timed(lp.connect, "127.0.0.1", port, 1)
+    assert 1 <= wall < 1.5, wall
+    assert connected["connected"] is False and connected["attempts"] >= 5
+    assert connected["error"].startswith("no connection to 127.0.0.1:%d within 1s (" % port)
+    assert connected["error"].endswith("last error: ECONNREFUSED (Connection refused)")
+
+
+# --- pings --------------------------------------------------------------------------------------
+
+@needs_ping
+def test_pings_on_loopback_and_to_a_silent_peer_run_in_parallel():
+    pings = [{"netdev": "lo", "target": "127.0.0.1", "size": 1472, "peer": "self"}]
+    pings += [{"netdev": "lo", "target": NOWHERE, "size": 1472, "peer": "silent%d" % i} for i in range(3)]
+    (single,), one_wall = timed(lp.run_pings, pings[1:2], 2, 0.2, 2)
+    results, wall = timed(lp.run_pings, pings, 2, 0.2, 2)
+    assert one_wall >= 2, one_wall
+    assert wall < one_wall + 1, "pings ran one after another: %.1fs for four, %.1fs for one" % (wall, one_wall)
+    ok = results[0]
+    assert ok == {"netdev": "lo", "target": "127.0.0.1", "peer": "self", "size": 1472, "rc": 0, "ok": True,
+                  "command": "ping -M do -s 1472 -c 2 -i 0.2 -W 2 -I lo 127.0.0.1", "error": None,
+                  "timed_out": False}
+    for result in results[1:] + [single]:
+        assert result["ok"] is False and result["rc"] == 1 and result["timed_out"] is False
+        assert "100% packet loss" in result["error"]
+        assert "warning" not in result["error"].lower()
+    assert [r["peer"] for r in results] == ["self", "silent0", "silent1", "silent2"]
+
+
+@needs_ping
+def test_oversize_df_ping_reports_the_mtu():
+    route = subprocess.run(["ip", "route", "get", NOWHERE], capture_output=True, text=True, check=False).stdout.split()
+    if "dev" not in route:
+        pytest.skip("no route towards %s" % NOWHERE)
+    netdev = route[route.index("dev") + 1]
+    with open("/sys/class/net/%s/mtu" % netdev) as handle:
+        mtu = int(handle.read())
+    (result,) = lp.run_pings([{"netdev": netdev, "target": NOWHERE, "size": mtu - 27}], 1, 0.2, 1)
+    assert result["ok"] is False and result["rc"] != 0
+    assert "message too long, mtu=%d" % mtu in result["error"]
+    assert "packet loss" in result["error"]
+
+
+def test_ping_missing_from_path_is_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    (result,) = lp.run_pings([{"netdev": "lo", "target": "127.0.0.1", "size": 56}], 1, 0.2, 1)
+    assert result["ok"] is False and result["rc"] is None
+    assert result["error"] == "cannot run ping: ENOENT (No such file or directory)"
+
+
+def test_ping_error_drops_warnings_and_keeps_the_loss_summary():
+    run = {"rc": 1, "error": None, "stdout": "PING x\n\n--- x ping statistics ---\n"
+           "2 packets transmitted, 0 received, +2 errors, 100% packet loss, time 1001ms\n",
+           "stderr": "ping: Warning: source address might be selected on device other than: lo\n"
+           "ping: local error: message too long, mtu=1500\nping: local error: message too long, mtu=1500\n"}
+    assert lp.ping_error(run) == ("ping: local error: message too long, mtu=1500; "
+                                  "ping: local error: message too long, mtu=1500; "
+                                  "2 packets transmitted, 0 received, +2 errors, 100% packet loss, time 1001ms")
+
+
+def test_a_wedged_ping_is_killed_and_reported(monkeypatch, tmp_path):
+    # A ping that hangs (as one stuck on a dead DNS server would): a stand-in that sleeps.
+    fake = tmp_path / "ping"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    monkeypatch.setattr(lp, "PING_SLACK", 0.5)
+    (result,), wall = timed(lp.run_pings, [{"netdev": "lo", "target": "127.0.0.1", "size": 56}], 1, 0.2, 1)
+    assert wall < 3, wall
+    assert result["timed_out"] is True and result["ok"] is False
+    assert result["error"].startswith("`ping -M do -s 56 -c 1 -i 0.2 -W 1 -I lo 127.0.0.1` did not finish within 1.7s")
+
+
+# --- ssh ----------------------------------------------------------------------------------------
+
+def _sleepers(mark):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                if handle.read() == b"sleep\0" + mark.encode() + b"\0" and alive(int(pid)):
+                    found.append(pid)
+        except (IOError, OSError):
+            pass
+    return found
+
+
+@needs_ssh
+def test_ssh_that_hangs_is_killed_with_its_proxy_command():
+    mark = "30.%d" % os.getpid()
+    result, wall = timed(lp.run_ssh, "nobody@%s" % NOWHERE, ["-o", "BatchMode=yes", "-o", "ProxyCommand=sleep %s" % mark],
+                         "docker ps -q", 1.5)
+    assert 1.5 <= wall < 2.6, wall
+    assert result["timed_out"] is True and result["timeout"] == 1.5 and result["target"] == "nobody@%s" % NOWHERE
+    assert result["command"] == "ssh -o BatchMode=yes -o 'ProxyCommand=sleep %s' nobody@%s 'docker ps -q'" % (mark, NOWHERE)
+    assert result["error"] == "`%s` did not finish within 1.5s; its process group was killed" % result["command"]
+    assert _sleepers(mark) == []
+
+
+@needs_ssh
+def test_ssh_that_cannot_connect_fails_with_255_within_its_connect_timeout():
+    options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=1", "-o", "StrictHostKeyChecking=no",
+               "-o", "UserKnownHostsFile=/dev/null"]
+    result, wall = timed(lp.run_ssh, "nobody@%s" % NOWHERE, options, "true", 10)
+    assert wall < 4, wall
+    assert result["timed_out"] is False and result["rc"] == 255 and result["error"] is None, result
+
+
+# --- validate and probe -------------------------------------------------------------------------
+
+def params(**overrides):
+    base = {"pings": None, "ping_count": 2, "ping_interval": 0.2, "ping_timeout": 2, "listen": None, "connect": None,
+            "ssh": None}
+    base.update(overrides)
+    return base
+
+
+def test_validate_accepts_the_defaults_and_full_ranges():
+    assert lp.validate(params()) == []
+    assert lp.validate(params(
+        pings=[{"netdev": "enp1s0f1np1", "target": "198.18.1.2", "size": 65507, "peer": None}],
+        ping_count=20, ping_interval=10.0, ping_timeout=60,
+        listen={"address": "::", "port": 65535, "timeout": 3600.0, "expect": 128},
+        connect={"address": "spark-1", "port": 1, "timeout": 0.1},
+        ssh={"target": "ops@198.18.1.2", "options": [], "command": "", "timeout": 1.0})) == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"listen": {"address": "127.0.0.1", "port": 0, "timeout": 5.0, "expect": 1}},
+     "listen.port must be between 1 and 65535, got 0"),
+    ({"connect": {"address": "127.0.0.1", "port": 70000, "timeout": 5.0}},
+     "connect.port must be between 1 and 65535, got 70000"),
+    ({"connect": {"address": "127.0.0.1", "port": 80, "timeout": 0.0}},
+     "connect.timeout must be between 0.1 and 3600 seconds, got 0.0"),
+    ({"listen": {"address": "127.0.0.1", "port": 80, "timeout": 5.0, "expect": 0}},
+     "listen.expect must be between 1 and 128, got 0"),
+    ({"pings": [{"netdev": "lo", "target": "127.0.0.1", "size": -1, "peer": None}]},
+     "pings[0].size must be between 0 and 65507 bytes of ICMP payload (MTU - 28 fills one frame), got -1"),
+    ({"pings": [{"netdev": "-f", "target": "127.0.0.1", "size": 56, "peer": None}]},
+     "pings[0].netdev must be a non-empty value not starting with '-', got '-f'"),
+    ({"ping_timeout": 0}, "ping_timeout must be between 1 and 60 seconds, got 0"),
+    ({"ping_count": 21}, "ping_count must be between 1 and 20, got 21"),
+    ({"ping_interval": 0.01}, "ping_interval must be between 0.2 and 10 seconds, got 0.01"),
+    ({"ssh": {"target": "-oProxyCommand=x", "options": [], "command": "true", "timeout": 5.0}},
+     "ssh.target must be a non-empty value not starting with '-', got '-oProxyCommand=x'"),
+    ({"ssh": {"target": "h", "options": [], "command": "true", "timeout": 4000.0}},
+     "ssh.timeout must be between 0.1 and 3600 seconds, got 4000.0"),
+])
+def test_validate_names_the_option(overrides, message):
+    assert lp.validate(params(**overrides)) == [message]
+
+
+@needs_ping
+@needs_ssh
+def test_probe_runs_every_part_at_once():
+    port = free_port()
+    result, wall = timed(
+        lp.probe,
+        pings=[{"netdev": "lo", "target": NOWHERE, "size": 56, "peer": None}], ping_count=1, ping_interval=0.2,
+        ping_timeout=2,
+        listen_spec={"address": "127.0.0.1", "port": port, "timeout": 5.0, "expect": 1},
+        connect_spec={"address": "127.0.0.1", "port": port, "timeout": 5.0},
+        ssh_spec={"target": "h", "options": ["-o", "ProxyCommand=sleep 30"], "command": "true", "timeout": 2.0})
+    # In sequence this would take over 4 s (ping ~2 s, ssh 2 s).
+    assert wall < 3.5, wall
+    assert set(result) == {"pings", "listen", "connect", "ssh", "elapsed"}
+    assert result["listen"]["accepted"] == ["127.0.0.1"] and result["connect"]["connected"] is True
+    assert result["pings"][0]["ok"] is False and result["ssh"]["timed_out"] is True
+
+
+def test_probe_leaves_out_what_was_not_asked():
+    result = lp.probe(pings=[])
+    assert result["pings"] == [] and result["listen"] is None and result["connect"] is None and result["ssh"] is None
