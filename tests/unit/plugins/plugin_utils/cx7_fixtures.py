@@ -29,10 +29,16 @@ def config(workers=(WORKER,), **over):
     return out
 
 
+def mlx5_gids(ipv4):
+    """The RoCE v2 IPv4 GIDs as mlx5 fills the table: 0/1 are the link-local IPv6 pair, then a
+    RoCE v1/v2 pair per IPv4 in address order, so the v2 GIDs are 3, 5, 7..."""
+    return [{"ipv4": cidr.split("/")[0], "index": 3 + 2 * i} for i, cidr in enumerate(ipv4)]
+
+
 def port(hca, netdev, ipv4, state="Up", mtu=9000, gids=None, sysfs_state="ACTIVE", carrier=1):
-    """One port as ibdev2netdev_facts returns it; GID index 3 for the first IPv4, 4 for the next..."""
+    """One port as ibdev2netdev_facts returns it (``gid_index``: the first IPv4's GID)."""
     if gids is None:
-        gids = [{"ipv4": cidr.split("/")[0], "index": 3 + i} for i, cidr in enumerate(ipv4)]
+        gids = mlx5_gids(ipv4)
     return {
         "hca": hca, "port": 1, "netdev": netdev, "state": state, "sysfs_state": sysfs_state, "carrier": carrier,
         "operstate": "UP" if state == "Up" else "DOWN", "mtu": mtu, "ipv4": list(ipv4),
@@ -50,9 +56,9 @@ def ports(octet, cage="f1"):
             port("roceP2p1s0f0", F0B, [ip2]), port("roceP2p1s0f1", L2, [], **down)]
 
 
-def meminfo(free_gib=110, available_gib=115, extra=""):
-    return "MemTotal: %d kB\nMemFree: %d kB\nMemAvailable: %d kB\nCmaTotal: 0 kB\nCmaFree: 0 kB\n%s" % (
-        128 * GIB // 1024, free_gib * GIB // 1024, available_gib * GIB // 1024, extra)
+def meminfo(free_gib=110, available_gib=115, extra="", cma_total_kb=0, cma_free_kb=0):
+    return "MemTotal: %d kB\nMemFree: %d kB\nMemAvailable: %d kB\nCmaTotal: %d kB\nCmaFree: %d kB\n%s" % (
+        128 * GIB // 1024, free_gib * GIB // 1024, available_gib * GIB // 1024, cma_total_kb, cma_free_kb, extra)
 
 
 def cmd(stdout="", rc=0, stderr="", timed_out=False, command="nvidia-smi", timeout=10):
@@ -91,6 +97,14 @@ def port_of(results, node, netdev):
     return [p for p in by_node(results, node)["link"]["ports"] if p["netdev"] == netdev][0]
 
 
+def readdress(port_entry, ipv4):
+    """Give a port new addresses; the GID table follows them as the driver does."""
+    port_entry["ipv4"] = list(ipv4)
+    port_entry["roce_v2_ipv4_gids"] = mlx5_gids(ipv4)
+    port_entry["gid_index"] = port_entry["roce_v2_ipv4_gids"][0]["index"] if ipv4 else None
+    return port_entry
+
+
 def probes_for(plan, ok=True):
     """What link_probe returns when every planned probe succeeds (or all fail)."""
     out = []
@@ -124,6 +138,34 @@ def healthy(cfg=None, workers=(WORKER,), cage="f1"):
     results = facts_results(workers=cfg["workers"], cage=cage)
     plan = probe_plan(cfg, results)
     return cfg, results, probes_for(plan), listen_for(plan)
+
+
+def probe(cfg, results, ok=True):
+    """(plan, probe_results, listen) the role records after the facts in ``results``."""
+    from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_preflight import probe_plan
+
+    plan = probe_plan(cfg, results)
+    return plan, probes_for(plan, ok=ok), listen_for(plan)
+
+
+def skipped_probe(node):
+    """What `register:` holds for a node whose link_probe task was skipped (its facts failed)."""
+    return {"item": node, "changed": False, "skipped": True, "skip_reason": "Conditional result was False",
+            "false_condition": "__cx7_link_facts.results | selectattr('item', 'equalto', item)"}
+
+
+def probe_of(probe_results, node):
+    return [r for r in probe_results if r.get("item") == node][0]
+
+
+def find(report, check, node=None, status=None, netdev=None):
+    """The checks named ``check``, optionally on one node, with one status, on one link."""
+    return [c for c in report["checks"] if c["check"] == check and (node is None or c["node"] == node)
+            and (status is None or c["status"] == status) and (netdev is None or c["netdev"] == netdev)]
+
+
+def statuses(report, check, node):
+    return sorted(set(c["status"] for c in find(report, check, node)))
 
 
 def clone(value):
