@@ -2,30 +2,23 @@
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Private helpers for link_probe (and any module that runs a command with a deadline). Not a public API.
+"""Private helpers for link_probe. Not a public API.
 
-``run_with_timeout`` is the one way node-side code runs a command that can wedge
-(ping, ssh, docker, nvidia-smi): its own process group, a hard deadline, and the
-whole group killed when the deadline passes. The probes between nodes (DF pings,
-a TCP listener and connector, ssh) are built on it and on plain sockets.
+The probes between nodes (DF pings, a TCP listener and connector, ssh) are built on
+plain sockets and on ``_deadline.run_with_timeout``, the one way node-side code runs
+a command that can wedge.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
-import os
-import shlex
-import signal
 import socket
-import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-# Seconds a timed-out group gets after SIGTERM, and again after SIGKILL, before we give up on it.
-KILL_GRACE = 0.5
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import os_error, run_with_timeout
+
 # A refused connect means the listener is not up yet; try again this often.
 CONNECT_RETRY = 0.1
 # Seconds a ping may run past its own schedule (count * interval + -W) before it counts as wedged.
@@ -39,80 +32,6 @@ PING_SIZE_RANGE = (0, 65507)  # the largest ICMP payload an IPv4 datagram can ca
 PORT_RANGE = (1, 65535)
 TIMEOUT_RANGE = (0.1, 3600.0)
 EXPECT_RANGE = (1, 128)
-
-
-def command_string(argv):
-    """The command as a shell would need it typed, for messages and results."""
-    return " ".join(shlex.quote(str(arg)) for arg in argv)
-
-
-def os_error(exc):
-    """``ECONNREFUSED (Connection refused)`` rather than ``[Errno 111] Connection refused``."""
-    name = errno.errorcode.get(getattr(exc, "errno", None) or 0)
-    if name and getattr(exc, "strerror", None):
-        return "%s (%s)" % (name, exc.strerror)
-    return str(exc) or type(exc).__name__
-
-
-def _signal_group(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except OSError:  # the group is already gone
-        pass
-
-
-def _reaped(proc, timeout):
-    try:
-        proc.wait(timeout=timeout)
-        return True
-    except subprocess.TimeoutExpired:
-        return False
-
-
-def _read(handle):
-    handle.seek(0)
-    return handle.read().decode("utf-8", "replace")
-
-
-def run_with_timeout(argv, timeout):
-    """Run ``argv`` with stdin from /dev/null, in a new session, for at most ``timeout`` seconds.
-
-    Returns ``{rc, stdout, stderr, timed_out, command, timeout, error}``. ``rc`` is the
-    exit status, negative for a signal (``-15`` after a timeout), None when the command
-    could not be started or could not be reaped. ``error`` is None unless the command
-    could not be started or timed out; then it names the command and the timeout.
-
-    On timeout the whole process group gets SIGTERM, then SIGKILL after KILL_GRACE, so
-    children that ignore SIGTERM die too; the call returns within about timeout + 1 s
-    even then. The new session also means ssh cannot prompt on a terminal. Output goes to
-    temporary files rather than pipes, so a descendant that escaped the group and keeps
-    the output open cannot hold the call past its deadline.
-    """
-    argv = [str(arg) for arg in argv]
-    result = {"rc": None, "stdout": "", "stderr": "", "timed_out": False, "command": command_string(argv),
-              "timeout": timeout, "error": None}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True,
-                                    start_new_session=True)
-        except OSError as exc:
-            result["error"] = "cannot run %s: %s" % (argv[0], os_error(exc))
-            return result
-        if not _reaped(proc, timeout):
-            result["timed_out"] = True
-            _signal_group(proc.pid, signal.SIGTERM)
-            _reaped(proc, KILL_GRACE)
-            # Also after the leader exited: group members that trapped SIGTERM may remain.
-            _signal_group(proc.pid, signal.SIGKILL)
-            reaped = _reaped(proc, KILL_GRACE)
-            result["error"] = "`%s` did not finish within %gs; its process group was killed" % (result["command"], timeout)
-            if not reaped:  # e.g. stuck in the kernel (state D): leave it rather than wedge ourselves
-                result["error"] = "`%s` did not finish within %gs and survived SIGKILL (pid %d)" % (
-                    result["command"], timeout, proc.pid)
-        result["rc"] = proc.returncode
-        result["stdout"] = _read(out)
-        result["stderr"] = _read(err)
-    return result
 
 
 def ping_argv(netdev, target, size, count, interval, timeout):
@@ -277,9 +196,9 @@ def validate(params):
             _check_range(errors, "%s.timeout" % part, spec["timeout"], TIMEOUT_RANGE, " seconds")
     if params.get("listen"):
         _check_range(errors, "listen.expect", params["listen"]["expect"], EXPECT_RANGE)
-    if params.get("ssh"):
-        _check_name(errors, "ssh.target", params["ssh"]["target"])
-        _check_range(errors, "ssh.timeout", params["ssh"]["timeout"], TIMEOUT_RANGE, " seconds")
+    for index, entry in enumerate(params.get("ssh") or []):
+        _check_name(errors, "ssh[%d].target" % index, entry["target"])
+        _check_range(errors, "ssh[%d].timeout" % index, entry["timeout"], TIMEOUT_RANGE, " seconds")
     return errors
 
 
@@ -288,7 +207,7 @@ def probe(pings=None, ping_count=2, ping_interval=0.2, ping_timeout=2, listen_sp
     """Run every probe asked for at once; ``{pings, listen, connect, ssh, elapsed}`` with None for those not asked."""
     started = time.time()
     jobs = {}
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=4 + len(ssh_spec or [])) as pool:
         if pings is not None:
             jobs["pings"] = pool.submit(run_pings, pings, ping_count, ping_interval, ping_timeout)
         if listen_spec:
@@ -297,9 +216,10 @@ def probe(pings=None, ping_count=2, ping_interval=0.2, ping_timeout=2, listen_sp
         if connect_spec:
             jobs["connect"] = pool.submit(connect, connect_spec["address"], connect_spec["port"],
                                           connect_spec["timeout"])
-        if ssh_spec:
-            jobs["ssh"] = pool.submit(run_ssh, target=ssh_spec["target"], options=ssh_spec["options"] or [],
-                                      command=ssh_spec["command"], timeout=ssh_spec["timeout"])
-    result = dict((key, jobs[key].result() if key in jobs else None) for key in ("pings", "listen", "connect", "ssh"))
+        ssh_jobs = [(entry, pool.submit(run_ssh, target=entry["target"], options=entry.get("options") or [],
+                                        command=entry["command"], timeout=entry["timeout"]))
+                    for entry in ssh_spec or []]
+    result = dict((key, jobs[key].result() if key in jobs else None) for key in ("pings", "listen", "connect"))
+    result["ssh"] = [dict(job.result(), worker=entry.get("worker")) for entry, job in ssh_jobs] if ssh_spec else None
     result["elapsed"] = round(time.time() - started, 3)
     return result

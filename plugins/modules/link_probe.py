@@ -126,10 +126,15 @@ options:
         default: 30.0
   ssh:
     description:
-      - Run C(ssh OPTIONS TARGET COMMAND), stdin from C(/dev/null) and without a terminal (so it cannot
-        prompt), killed with its process group after O(ssh.timeout) seconds.
-    type: dict
+      - For each entry, run C(ssh OPTIONS TARGET COMMAND), stdin from C(/dev/null) and without a terminal (so it
+        cannot prompt), killed with its process group after O(ssh[].timeout) seconds. All entries run at once
+        (the head reaches every worker in one round trip).
+    type: list
+    elements: dict
     suboptions:
+      worker:
+        description: A label returned with the result, for example the worker's inventory name.
+        type: str
       target:
         description: C(user@host) or C(host).
         type: str
@@ -313,9 +318,10 @@ connect:
       type: float
       sample: 0.214
 ssh:
-  description: What O(ssh) did. None when O(ssh) was not given.
+  description: What each O(ssh) entry did, in order. None when O(ssh) was not given.
   returned: always
-  type: dict
+  type: list
+  elements: dict
   contains:
     rc:
       description:
@@ -333,7 +339,7 @@ ssh:
       type: str
       sample: ""
     timed_out:
-      description: ssh was still running at O(ssh.timeout) and was killed with its process group.
+      description: ssh was still running at O(ssh[].timeout) and was killed with its process group.
       type: bool
       sample: false
     command:
@@ -341,7 +347,7 @@ ssh:
       type: str
       sample: ssh -o BatchMode=yes -o ConnectTimeout=5 ops@198.18.1.2 'docker ps -q'
     timeout:
-      description: O(ssh.timeout).
+      description: O(ssh[].timeout).
       type: float
       sample: 20.0
     error:
@@ -349,9 +355,13 @@ ssh:
       type: str
       sample: "`ssh -o BatchMode=yes ops@198.18.1.2 'docker ps -q'` did not finish within 20s; its process group was killed"
     target:
-      description: O(ssh.target).
+      description: O(ssh[].target).
       type: str
       sample: ops@198.18.1.2
+    worker:
+      description: O(ssh[].worker).
+      type: str
+      sample: spark-worker
 elapsed:
   description: Seconds the module took for all probes together.
   returned: always
@@ -387,7 +397,8 @@ ARGUMENT_SPEC = dict(
         port=dict(type="int", required=True),
         timeout=dict(type="float", default=30.0),
     )),
-    ssh=dict(type="dict", options=dict(
+    ssh=dict(type="list", elements="dict", options=dict(
+        worker=dict(type="str"),
         target=dict(type="str", required=True),
         options=dict(type="list", elements="str", default=[]),
         command=dict(type="str", required=True),

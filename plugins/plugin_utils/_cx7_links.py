@@ -38,6 +38,8 @@ CX7_PAIRS = {
 # When nothing is configured, the first Up netdev in this order carries the link.
 CX7_PRIMARY_ORDER = ("enp1s0f1np1", "enp1s0f0np0", "enP2p1s0f1np1", "enP2p1s0f0np0")
 LINK_LOCAL = ipaddress.ip_network(u"169.254.0.0/16")
+# What a node-level skip waits for: the port map, which needs the node to answer.
+_NEEDS_FACTS = ("node.link_facts", "node.reachable")
 
 
 # --- views of one node ---------------------------------------------------------------------
@@ -93,8 +95,9 @@ def resolve_netdevs(obs):
         address = obs.get("address")
         up = [p for p in obs.get("ports") or [] if p.get("state") == "Up" and p.get("netdev")]
         if address:
-            for port in up:
-                if address in addresses(port):
+            # Whatever its state: a Down link must fail as itself, not hand over to another netdev.
+            for port in obs.get("ports") or []:
+                if port.get("netdev") and address in addresses(port):
                     primary = port["netdev"]
                     break
         if primary is None:
@@ -165,7 +168,7 @@ def check_netdev_names(config, obs_by_node):
     for node in config["workers"]:
         obs = obs_by_node.get(node)
         if not has_ports(obs) or not has_ports(ref):
-            out.append(skipped("link.netdev_names", node, FAIL, "node.link_facts"))
+            out.append(skipped("link.netdev_names", node, FAIL, _NEEDS_FACTS))
             continue
         mine = list(resolve_netdevs(obs))
         ok = mine == theirs
@@ -194,7 +197,7 @@ def check_link_ports(config, obs_by_node):
             obs = obs_by_node.get(node)
             if not has_ports(obs):
                 for name in ("link.port_up", "link.ipv4", "rdma.port_active", "rdma.gid_index"):
-                    out.append(skipped(name, node, level, "node.link_facts", summary="%s: needs node.link_facts" % netdev))
+                    out.append(skipped(name, node, level, _NEEDS_FACTS, summary="%s: needs node.link_facts" % netdev))
                 continue
             port = port_for(obs, netdev)
             up = bool(port) and port.get("state") == "Up"
@@ -308,7 +311,7 @@ def check_link_pairs(config, obs_by_node):
         for node in config["workers"]:
             port = port_for(obs_by_node.get(node), netdev)
             if not port or not head_port or not port.get("ipv4") or not head_port.get("ipv4"):
-                out.append(skipped("link.subnet", node, level, "link.ipv4",
+                out.append(skipped("link.subnet", node, level, ("link.ipv4",) + _NEEDS_FACTS,
                                    summary="%s: needs link.ipv4 on both ends" % netdev))
             else:
                 shared = [n for n in networks_of(port) if n in theirs]
@@ -319,7 +322,7 @@ def check_link_pairs(config, obs_by_node):
                     summary="%s shares %s with %s" % (netdev, shared[0], head) if shared else
                     "%s has no subnet in common with %s" % (netdev, head)))
             if not port or not head_port or port.get("mtu") is None or head_port.get("mtu") is None:
-                out.append(skipped("link.mtu_match", node, level, "link.port_up",
+                out.append(skipped("link.mtu_match", node, level, ("link.port_up",) + _NEEDS_FACTS,
                                    summary="%s: needs the netdev on both ends" % netdev))
             else:
                 same = port["mtu"] == head_port["mtu"]
@@ -332,7 +335,7 @@ def check_link_pairs(config, obs_by_node):
             for node in nodes_of(config):
                 port = port_for(obs_by_node.get(node), netdev)
                 if not port or port.get("mtu") is None:
-                    out.append(skipped("link.mtu", node, level, "link.port_up", summary="%s: needs the netdev" % netdev))
+                    out.append(skipped("link.mtu", node, level, ("link.port_up",) + _NEEDS_FACTS, summary="%s: needs the netdev" % netdev))
                     continue
                 ok = port["mtu"] == want_mtu
                 out.append(result(
@@ -378,7 +381,7 @@ def check_pings(config, obs_by_node):
             for peer in (config["workers"] if node == head else [head]):
                 item = done.get((netdev, peer))
                 if item is None:
-                    out.append(skipped("link.df_ping", node, level, ["link.port_up", "link.ipv4", "node.reachable"],
+                    out.append(skipped("link.df_ping", node, level, ["link.port_up", "link.ipv4", "node.reachable", "node.link_facts"],
                                        summary="%s -> %s: needs link.port_up and link.ipv4 on both ends" % (netdev, peer),
                                        netdev=netdev))
                     continue

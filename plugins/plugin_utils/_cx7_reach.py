@@ -29,7 +29,7 @@ def check_ssh(config, obs_by_node):
     for worker in config["workers"]:
         reg = done.get(worker)
         if not reg:
-            out.append(skipped("ssh.head_to_worker", head, FAIL, ["link.ipv4", "link.port_up", "node.reachable"],
+            out.append(skipped("ssh.head_to_worker", head, FAIL, ["link.ipv4", "link.port_up", "node.reachable", "node.link_facts"],
                                summary="ssh to %s: needs the worker's link address" % worker))
             out.append(skipped("ssh.worker_docker", worker, FAIL, "ssh.head_to_worker"))
             continue
@@ -83,7 +83,7 @@ def check_master_port(config, obs_by_node):
     for node in config["workers"]:
         connect = (obs_by_node.get(node) or {}).get("connect")
         if not listen or not connect:
-            out.append(skipped("port.master", node, FAIL, ["link.address", "link.ipv4", "link.port_up", "node.reachable"],
+            out.append(skipped("port.master", node, FAIL, ["link.address", "link.ipv4", "link.port_up", "node.reachable", "node.link_facts"],
                                summary="port %s: needs the link address on %s and both nodes reachable" % (port, head)))
             continue
         target = "%s:%s" % (connect.get("address"), port)

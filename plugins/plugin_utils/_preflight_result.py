@@ -82,16 +82,17 @@ def enforce_skips(checks):
     changed = True
     while changed:
         changed = False
-        for entry in checks:
-            if entry["status"] != SKIP or entry["check"] in explained or entry["check"] in failed:
+        for index, entry in enumerate(checks):
+            if entry["status"] != SKIP or index in explained:
                 continue
-            if any(need in failed or need in explained for need in entry.get("needs") or []):
-                explained.add(entry["check"])
+            needs = entry.get("needs") or []
+            if any(need in failed for need in needs) or any(
+                    checks[i]["check"] in needs for i in explained):
+                explained.add(index)
                 changed = True
     out = []
-    for entry in checks:
-        if entry["status"] == SKIP and entry["level"] == FAIL and entry["check"] not in explained \
-                and entry["check"] not in failed:
+    for index, entry in enumerate(checks):
+        if entry["status"] == SKIP and entry["level"] == FAIL and index not in explained:
             entry = result(
                 entry["check"], entry["node"], FAIL, FAIL,
                 expected="the check runs, or a failed check it needs (%s) explains why not"

@@ -53,53 +53,6 @@ def timed(func, *args, **kwargs):
     return result, time.monotonic() - started
 
 
-# --- run_with_timeout ---------------------------------------------------------------------------
-
-def test_run_with_timeout_returns_output_and_exit_status():
-    result = lp.run_with_timeout(["sh", "-c", "echo out; echo err >&2; exit 3"], 5)
-    assert result == {"rc": 3, "stdout": "out\n", "stderr": "err\n", "timed_out": False,
-                      "command": "sh -c 'echo out; echo err >&2; exit 3'", "timeout": 5, "error": None}
-
-
-def test_run_with_timeout_kills_a_wedged_command_and_names_it():
-    result, wall = timed(lp.run_with_timeout, ["sleep", "30"], 1)
-    assert 1 <= wall < 2, wall
-    assert result["timed_out"] is True
-    assert result["rc"] == -15
-    assert result["command"] == "sleep 30"
-    assert "`sleep 30` did not finish within 1s" in result["error"]
-
-
-def test_run_with_timeout_kills_children_that_ignore_sigterm(tmp_path):
-    pidfile = tmp_path / "pid"
-    script = "trap '' TERM; sleep 30 & echo $! > %s; echo started; wait; wait" % pidfile
-    result, wall = timed(lp.run_with_timeout, ["sh", "-c", script], 1)
-    assert wall < 2.5, wall
-    assert result["timed_out"] is True and result["rc"] == -9, result
-    assert result["stdout"] == "started\n"
-    grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(grandchild)
-
-
-def test_run_with_timeout_is_not_held_by_a_descendant_that_left_the_group():
-    # The escaped sleep keeps stdout open; a pipe reader would wait for it.
-    result, wall = timed(lp.run_with_timeout, ["sh", "-c", "setsid sleep 30 & echo $!"], 5)
-    try:
-        assert wall < 2, wall
-        assert result["rc"] == 0 and result["timed_out"] is False
-    finally:
-        os.kill(int(result["stdout"]), 9)
-
-
-def test_run_with_timeout_reports_a_missing_command():
-    result = lp.run_with_timeout(["/nonexistent/tool", "-x"], 1)
-    assert result["rc"] is None and result["timed_out"] is False
-    assert result["error"] == "cannot run /nonexistent/tool: ENOENT (No such file or directory)"
-
-
 # --- listen / connect ---------------------------------------------------------------------------
 
 def test_connect_started_after_the_listener():
@@ -292,7 +245,7 @@ def test_validate_accepts_the_defaults_and_full_ranges():
         ping_count=20, ping_interval=10.0, ping_timeout=60,
         listen={"address": "::", "port": 65535, "timeout": 3600.0, "expect": 128},
         connect={"address": "spark-1", "port": 1, "timeout": 0.1},
-        ssh={"target": "ops@198.18.1.2", "options": [], "command": "", "timeout": 1.0})) == []
+        ssh=[{"target": "ops@198.18.1.2", "options": [], "command": "", "timeout": 1.0}])) == []
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -311,10 +264,10 @@ def test_validate_accepts_the_defaults_and_full_ranges():
     ({"ping_timeout": 0}, "ping_timeout must be between 1 and 60 seconds, got 0"),
     ({"ping_count": 21}, "ping_count must be between 1 and 20, got 21"),
     ({"ping_interval": 0.01}, "ping_interval must be between 0.2 and 10 seconds, got 0.01"),
-    ({"ssh": {"target": "-oProxyCommand=x", "options": [], "command": "true", "timeout": 5.0}},
-     "ssh.target must be a non-empty value not starting with '-', got '-oProxyCommand=x'"),
-    ({"ssh": {"target": "h", "options": [], "command": "true", "timeout": 4000.0}},
-     "ssh.timeout must be between 0.1 and 3600 seconds, got 4000.0"),
+    ({"ssh": [{"target": "-oProxyCommand=x", "options": [], "command": "true", "timeout": 5.0}]},
+     "ssh[0].target must be a non-empty value not starting with '-', got '-oProxyCommand=x'"),
+    ({"ssh": [{"target": "h", "options": [], "command": "true", "timeout": 4000.0}]},
+     "ssh[0].timeout must be between 0.1 and 3600 seconds, got 4000.0"),
 ])
 def test_validate_names_the_option(overrides, message):
     assert lp.validate(params(**overrides)) == [message]
@@ -330,12 +283,17 @@ def test_probe_runs_every_part_at_once():
         ping_timeout=2,
         listen_spec={"address": "127.0.0.1", "port": port, "timeout": 5.0, "expect": 1},
         connect_spec={"address": "127.0.0.1", "port": port, "timeout": 5.0},
-        ssh_spec={"target": "h", "options": ["-o", "ProxyCommand=sleep 30"], "command": "true", "timeout": 2.0})
+        ssh_spec=[{"target": "h", "options": ["-o", "ProxyCommand=sleep 30"], "command": "true", "timeout": 2.0,
+                   "worker": "w1"},
+                  {"target": "h2", "options": ["-o", "ProxyCommand=sleep 30"], "command": "true", "timeout": 2.0,
+                   "worker": "w2"}])
     # In sequence this would take over 4 s (ping ~2 s, ssh 2 s).
     assert wall < 3.5, wall
     assert set(result) == {"pings", "listen", "connect", "ssh", "elapsed"}
     assert result["listen"]["accepted"] == ["127.0.0.1"] and result["connect"]["connected"] is True
-    assert result["pings"][0]["ok"] is False and result["ssh"]["timed_out"] is True
+    assert result["pings"][0]["ok"] is False
+    # Both ssh entries ran at once (each takes its full 2 s), each labelled with its worker.
+    assert [(r["worker"], r["timed_out"]) for r in result["ssh"]] == [("w1", True), ("w2", True)]
 
 
 def test_probe_leaves_out_what_was_not_asked():

@@ -66,7 +66,7 @@ def assert_shape(result, shape, where="result"):
     ({"listen": {"address": "127.0.0.1", "port": 70000}}, "listen.port must be between 1 and 65535, got 70000"),
     ({"pings": [{"netdev": "lo", "target": "127.0.0.1", "size": 70000}], "ping_timeout": 0},
      "ping_timeout must be between 1 and 60 seconds, got 0; pings[0].size must be between 0 and 65507"),
-    ({"ssh": {"target": "h", "command": "true", "timeout": 0}}, "ssh.timeout must be between 0.1 and 3600 seconds"),
+    ({"ssh": [{"target": "h", "command": "true", "timeout": 0}]}, "ssh[0].timeout must be between 0.1 and 3600 seconds"),
     ({"connect": {"port": 80}}, "missing required arguments: address found in connect"),
 ])
 def test_bad_input_is_refused_naming_the_option_without_a_traceback(args, message):
@@ -98,8 +98,8 @@ def test_one_call_runs_every_probe_and_returns_the_documented_keys(check):
         "ping_timeout": 1,
         "listen": {"address": "127.0.0.1", "port": port, "timeout": 5},
         "connect": {"address": "127.0.0.1", "port": port, "timeout": 5},
-        "ssh": {"target": "nobody@%s" % NOWHERE, "options": ["-o", "ProxyCommand=sleep 30"], "command": "docker ps -q",
-                "timeout": 1},
+        "ssh": [{"target": "nobody@%s" % NOWHERE, "options": ["-o", "ProxyCommand=sleep 30"], "command": "docker ps -q",
+                 "timeout": 1, "worker": "w1"}],
     }
     rc, result, _output = ansible(args, *(["--check"] if check else []))
     assert rc == 0, result
@@ -109,7 +109,8 @@ def test_one_call_runs_every_probe_and_returns_the_documented_keys(check):
     assert result["changed"] is False
     assert [p["ok"] for p in result["pings"]] == [True, False]
     assert result["listen"]["accepted"] == ["127.0.0.1"] and result["connect"]["connected"] is True
-    assert result["ssh"]["timed_out"] is True and "within 1s" in result["ssh"]["error"]
+    (ssh,) = result["ssh"]
+    assert ssh["timed_out"] is True and "within 1s" in ssh["error"]
 
 
 def test_parts_not_asked_for_are_none():

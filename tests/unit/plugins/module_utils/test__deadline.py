@@ -1,0 +1,68 @@
+"""_deadline.run_with_timeout on real processes. Wall times are measured here, around
+the calls, never taken from the results under test."""
+
+import os
+import time
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _deadline as dl
+
+
+def alive(pid):
+    """A live process (zombies waiting for a reaper do not count)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (IOError, OSError):
+        return False
+    return state not in ("Z", "X")
+
+
+def timed(func, *args, **kwargs):
+    started = time.monotonic()
+    result = func(*args, **kwargs)
+    return result, time.monotonic() - started
+
+
+def test_run_with_timeout_returns_output_and_exit_status():
+    result = dl.run_with_timeout(["sh", "-c", "echo out; echo err >&2; exit 3"], 5)
+    assert result == {"rc": 3, "stdout": "out\n", "stderr": "err\n", "timed_out": False,
+                      "command": "sh -c 'echo out; echo err >&2; exit 3'", "timeout": 5, "error": None}
+
+
+def test_run_with_timeout_kills_a_wedged_command_and_names_it():
+    result, wall = timed(dl.run_with_timeout, ["sleep", "30"], 1)
+    assert 1 <= wall < 2, wall
+    assert result["timed_out"] is True
+    assert result["rc"] == -15
+    assert result["command"] == "sleep 30"
+    assert "`sleep 30` did not finish within 1s" in result["error"]
+
+
+def test_run_with_timeout_kills_children_that_ignore_sigterm(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = "trap '' TERM; sleep 30 & echo $! > %s; echo started; wait; wait" % pidfile
+    result, wall = timed(dl.run_with_timeout, ["sh", "-c", script], 1)
+    assert wall < 2.5, wall
+    assert result["timed_out"] is True and result["rc"] == -9, result
+    assert result["stdout"] == "started\n"
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 2
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_run_with_timeout_is_not_held_by_a_descendant_that_left_the_group():
+    # The escaped sleep keeps stdout open; a pipe reader would wait for it.
+    result, wall = timed(dl.run_with_timeout, ["sh", "-c", "setsid sleep 30 & echo $!"], 5)
+    try:
+        assert wall < 2, wall
+        assert result["rc"] == 0 and result["timed_out"] is False
+    finally:
+        os.kill(int(result["stdout"]), 9)
+
+
+def test_run_with_timeout_reports_a_missing_command():
+    result = dl.run_with_timeout(["/nonexistent/tool", "-x"], 1)
+    assert result["rc"] is None and result["timed_out"] is False
+    assert result["error"] == "cannot run /nonexistent/tool: ENOENT (No such file or directory)"
