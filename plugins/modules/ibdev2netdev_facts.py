@@ -15,16 +15,18 @@ version_added: 0.1.0
 description:
   - Lists every RDMA port of the node (the two functions of a DGX Spark ConnectX-7 port show up as
     C(rocep1s0f1) and C(roceP2p1s0f1)) with the netdev behind it, as C(ibdev2netdev) prints it.
-  - Runs C(ibdev2netdev) when it is installed; otherwise walks the RDMA sysfs tree under O(sysfs_root)
-    the same way the tool does.
-  - Joins each port with C(ip -j addr) (operstate, MTU, IPv4 addresses; the address dump carries the
-    link fields of C(ip -j link) too), the sysfs port state and the RoCE v2 GID table, and resolves
-    the GID index whose value embeds the netdev's IPv4 (what C(NCCL_IB_GID_INDEX) needs).
+  - Runs C(ibdev2netdev) when it is installed; otherwise, or when it exits non-zero (it does when
+    C(/sys/class/infiniband) is missing), walks the RDMA sysfs tree under O(sysfs_root) and decides
+    Up/Down from the netdev's C(carrier) the way the tool does.
+  - Joins each port with C(ip -j addr) (operstate, MTU, IPv4 addresses), the sysfs port state and the
+    RoCE v2 GID table, and resolves the GID index of the link address (what C(NCCL_IB_GID_INDEX) needs).
+  - Every command runs with a timeout; a command that hangs fails the task with its name and the timeout.
   - Read-only; needs no privileges.
 options:
   sysfs_root:
     description:
       - Directory that holds C(class/infiniband). V(/sys) on a real node; a test tree elsewhere.
+      - Must exist.
     type: path
     default: /sys
   source:
@@ -33,9 +35,24 @@ options:
     type: str
     default: auto
     choices:
-      auto: C(ibdev2netdev) when found in the PATH, else the sysfs walk.
-      tool: Always C(ibdev2netdev); fails when it is missing.
+      auto: C(ibdev2netdev) when found, else (or when it exits non-zero) the sysfs walk.
+      tool: Always C(ibdev2netdev); fails when it is missing or exits non-zero.
       sysfs: Always the sysfs walk under O(sysfs_root).
+  address:
+    description:
+      - The IPv4 address the engines use on the link (plain address, no prefix).
+      - On the port whose netdev carries it, RV(ansible_facts.ibdev2netdev.ports[].gid_index) is the RoCE v2
+        GID index of this address, or null when it has none. Other ports, and all ports when this is not
+        set, take the first of their IPv4 addresses that has a RoCE v2 GID.
+      - Set it when a netdev has more than one IPv4, for example the 169.254/16 link-local address that
+        NVIDIA's netplan gives each CX7 netdev beside a static address added later.
+    type: str
+  timeout:
+    description:
+      - Seconds each external command (C(ibdev2netdev), C(ip)) may run before it is killed and the task
+        fails. From 1 to 300.
+    type: int
+    default: 10
 attributes:
   check_mode:
     support: full
@@ -49,12 +66,19 @@ attributes:
   idempotent:
     support: full
     description: Never changes anything.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux with iproute2; the RDMA part needs the RDMA sysfs tree.
 requirements:
   - iproute2 (C(ip) with JSON output)
 notes:
-  - C(state) is the tool's C(Up)/C(Down), which reflects the netdev operstate; C(sysfs_state) is the
-    RDMA port state (V(ACTIVE) when usable for RoCE). Both matter.
-  - The GID index is the lowest RoCE v2 entry embedding the IPv4, as NCCL picks it. GID indexes can move
+  - C(state) is the tool's C(Up)/C(Down)/C(NA). C(ibdev2netdev) prints C(Up) only when the netdev's
+    C(/sys/class/net/<netdev>/carrier) reads 1, C(Down) when it reads 0 or cannot be read (an admin-down
+    netdev), C(NA) when the netdev has no carrier file; the sysfs walk decides the same way. C(operstate)
+    (from C(ip)) and C(sysfs_state) (the RDMA port state, V(ACTIVE) when usable for RoCE) are reported
+    beside it. All three matter.
+  - The GID index is the lowest RoCE v2 entry embedding the address, as NCCL picks it. GID indexes can move
     after a link flap, so read them right before use.
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
@@ -68,9 +92,14 @@ EXAMPLES = r"""
 - name: Read the CX7 port map
   dgx_spark.glm53.ibdev2netdev_facts:
 
+- name: Resolve the GID index of the configured link address, not the link-local one
+  dgx_spark.glm53.ibdev2netdev_facts:
+    address: 198.18.1.10
+
 - name: Read a test sysfs tree instead of /sys
   dgx_spark.glm53.ibdev2netdev_facts:
     sysfs_root: /opt/glm53-lab/sys
+    source: sysfs
 
 - name: Show the GID index of the link netdev
   ansible.builtin.debug:
@@ -101,6 +130,16 @@ ansible_facts:
           returned: always
           type: str
           sample: /sys
+        tool_error:
+          description: Why C(ibdev2netdev) was not used although installed (O(source=auto) fell back to sysfs); null otherwise.
+          returned: always
+          type: str
+          sample: /usr/bin/ibdev2netdev exited 255
+        address:
+          description: The O(address) the GID indexes were resolved for; null when not set.
+          returned: always
+          type: str
+          sample: 198.18.1.10
         unparsed:
           description: Tool output lines that were not understood (normally empty).
           returned: always
@@ -126,7 +165,10 @@ ansible_facts:
               type: str
               sample: enp1s0f1np1
             state:
-              description: C(Up)/C(Down) as C(ibdev2netdev) prints it (from the netdev operstate when the tool is absent).
+              description:
+                - C(Up), C(Down) or C(NA) as C(ibdev2netdev) prints it, from the netdev's carrier (see the notes).
+                - Whatever else the tool printed between the parentheses is kept as printed; null when the sysfs walk
+                  found no netdev.
               type: str
               sample: Up
             sysfs_state:
@@ -150,33 +192,40 @@ ansible_facts:
               type: int
               sample: 9000
             ipv4:
-              description: IPv4 addresses on the netdev with prefix length.
+              description: IPv4 addresses on the netdev with prefix length, in the kernel's order.
               type: list
               elements: str
-              sample: [198.18.1.10/24]
+              sample: [169.254.35.62/16, 198.18.1.10/24]
             gid_index:
-              description: Lowest RoCE v2 GID index embedding the first IPv4 that has one; null when none does.
+              description:
+                - RoCE v2 GID index of RV(ansible_facts.ibdev2netdev.ports[].gid_ipv4); null when there is none.
+                - This is the C(NCCL_IB_GID_INDEX) value for the port.
               type: int
-              sample: 3
+              sample: 5
+            gid_ipv4:
+              description:
+                - The address RV(ansible_facts.ibdev2netdev.ports[].gid_index) belongs to; O(address) on the port that
+                  carries it, else the first IPv4 with a RoCE v2 GID; null when none has one.
+              type: str
+              sample: 198.18.1.10
             gid_index_by_ipv4:
-              description: RoCE v2 GID index for each of the netdev's IPv4 addresses that has one.
+              description: RoCE v2 GID index of every IPv4 on the netdev (null for an address without one).
               type: dict
-              sample: {198.18.1.10: 3}
+              sample: {169.254.35.62: 3, 198.18.1.10: 5}
             roce_v2_ipv4_gids:
-              description: Every IPv4-mapped RoCE v2 GID of the port (for diagnosis).
+              description: Every IPv4-mapped RoCE v2 entry of the port's GID table, by index, with the netdev it belongs to.
               type: list
               elements: dict
-              sample: [{ipv4: 198.18.1.10, index: 3}]
+              sample: [{ipv4: 169.254.35.62, index: 3, ndev: enp1s0f1np1}, {ipv4: 198.18.1.10, index: 5, ndev: enp1s0f1np1}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import (
-    join_ports,
-    parse_ibdev2netdev,
-    parse_ip_json,
-    read_sysfs_port,
-    walk_sysfs,
+    SOURCES,
+    TIMEOUT_DEFAULT,
+    gather_ports,
+    run_command,
 )
 
 
@@ -184,49 +233,21 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             sysfs_root=dict(type="path", default="/sys"),
-            source=dict(type="str", default="auto", choices=["auto", "tool", "sysfs"]),
+            source=dict(type="str", default="auto", choices=list(SOURCES)),
+            address=dict(type="str"),
+            timeout=dict(type="int", default=TIMEOUT_DEFAULT),
         ),
         supports_check_mode=True,
     )
-    sysfs_root = module.params["sysfs_root"]
-    source = module.params["source"]
-    unparsed = []
-
-    tool = None
-    if source != "sysfs":
-        tool = module.get_bin_path("ibdev2netdev", required=(source == "tool"))
-    if tool:
-        rc, out, err = module.run_command([tool], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="ibdev2netdev failed (rc=%d): %s" % (rc, (err or out).strip()), rc=rc,
-                             stdout=out, stderr=err)
-        ports, unparsed = parse_ibdev2netdev(out)
-        used = "tool"
-    else:
-        ports = [dict(entry, state=None) for entry in walk_sysfs(sysfs_root)]
-        used = "sysfs"
-
-    ip_bin = module.get_bin_path("ip", required=True, opt_dirs=["/usr/sbin", "/sbin"])
-    rc, out, err = module.run_command([ip_bin, "-j", "addr", "show"], environ_update={"LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="'ip -j addr show' failed (rc=%d): %s" % (rc, err.strip()), rc=rc)
-    try:
-        ip_info = parse_ip_json(addr_text=out)
-    except ValueError as exc:
-        module.fail_json(msg="'ip -j addr show' did not print JSON (iproute2 too old?): %s" % exc)
-
-    sysfs_ports = {}
-    for entry in ports:
-        key = (entry["hca"], entry["port"])
-        if key not in sysfs_ports:
-            sysfs_ports[key] = read_sysfs_port(sysfs_root, entry["hca"], entry["port"])
-
-    facts = {
-        "source": used,
-        "sysfs_root": sysfs_root,
-        "unparsed": unparsed,
-        "ports": join_ports(ports, ip_info, sysfs_ports),
-    }
+    facts, error = gather_ports(
+        run_command=run_command,
+        sysfs_root=module.params["sysfs_root"],
+        source=module.params["source"],
+        address=module.params["address"],
+        timeout=module.params["timeout"],
+    )
+    if error:
+        module.fail_json(msg=error)
     module.exit_json(changed=False, ansible_facts={"ibdev2netdev": facts})
 
 
