@@ -56,7 +56,7 @@ def _read(handle):
     return handle.read().decode("utf-8", "replace")
 
 
-def run_with_timeout(argv, timeout):
+def run_with_timeout(argv, timeout, env=None):
     """Run ``argv`` with stdin from /dev/null, in a new session, for at most ``timeout`` seconds.
 
     Returns ``{rc, stdout, stderr, timed_out, command, timeout, error}``. ``rc`` is the
@@ -76,7 +76,7 @@ def run_with_timeout(argv, timeout):
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env)
         except OSError as exc:
             result["error"] = "cannot run %s: %s" % (argv[0], os_error(exc))
             return result

@@ -17,8 +17,8 @@ import ipaddress
 import json
 import os
 import re
-import signal
-import subprocess
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
 
 SOURCES = ("auto", "tool", "sysfs")
 TOOL = "ibdev2netdev"
@@ -48,26 +48,16 @@ class CommandTimeout(Exception):
 def run_command(argv, timeout):
     """Run ``argv`` with ``LC_ALL=C``; return ``(rc, stdout, stderr)``.
 
-    Raises :class:`CommandTimeout` when it runs longer than ``timeout`` seconds.
-    The command gets its own process group and the whole group is killed: the
-    tool is a shell script whose ``cat`` of a wedged sysfs file would otherwise
-    keep the pipe open after the shell is gone.
+    Raises :class:`CommandTimeout` when it runs longer than ``timeout`` seconds. The
+    deadline and the kill of the whole process group are _deadline's: the tool is a
+    shell script whose ``cat`` of a wedged sysfs file would otherwise outlive it.
     """
-    env = dict(os.environ, LC_ALL="C")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, universal_newlines=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out = None
-    if out is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.communicate()
+    result = run_with_timeout(argv, timeout, env=dict(os.environ, LC_ALL="C"))
+    if result["timed_out"]:
         raise CommandTimeout(argv, timeout)
-    return proc.returncode, out, err
+    if result["rc"] is None:
+        return 127, "", result["error"]
+    return result["rc"], result["stdout"], result["stderr"]
 
 
 def which(name):

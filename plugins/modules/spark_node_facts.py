@@ -32,8 +32,12 @@ options:
     type: str
     default: auto
     choices: [auto, tool, sysfs]
+  address:
+    description: This node's link address; the port carrying it reports that address's RoCE v2 GID index.
+    type: str
+    default: ""
   timeout:
-    description: Seconds each external command may take (1 to 600).
+    description: Seconds each external command may take (1 to 300).
     type: int
     default: 10
   disk_needs:
@@ -144,7 +148,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import gather_ports
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import gather_ports, run_command
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._node_facts import (
     containers_of_pids,
     disk_entries,
@@ -190,6 +194,7 @@ def main():
         argument_spec=dict(
             sysfs_root=dict(type="path", default="/sys"),
             link_source=dict(type="str", default="auto", choices=["auto", "tool", "sysfs"]),
+            address=dict(type="str", default=""),
             timeout=dict(type="int", default=10),
             disk_needs=dict(type="dict", default={}),
             disk_dirs=dict(type="dict", default={}),
@@ -202,8 +207,8 @@ def main():
     )
     params = module.params
     problems = []
-    if not 1 <= params["timeout"] <= 600:
-        problems.append("timeout must be 1 to 600 seconds, found %d" % params["timeout"])
+    if not 1 <= params["timeout"] <= 300:
+        problems.append("timeout must be 1 to 300 seconds, found %d" % params["timeout"])
     problems.extend(bad_revisions(params["models"]))
     for name, need in params["disk_needs"].items():
         if not isinstance(need, int) or need < 0:
@@ -213,8 +218,8 @@ def main():
 
     start = time.time()
     timeout = params["timeout"]
-    link, link_error = gather_ports(module, sysfs_root=params["sysfs_root"], source=params["link_source"],
-                                    timeout=timeout)
+    link, link_error = gather_ports(run_command, sysfs_root=params["sysfs_root"], source=params["link_source"],
+                                    address=params["address"] or None, timeout=timeout)
     link = dict(link or {}, error=link_error, sysfs_root=params["sysfs_root"])
     gpu = _tool(module, "nvidia-smi", GPU_QUERY, timeout)
     apps = _tool(module, "nvidia-smi", APPS_QUERY, timeout)
