@@ -191,7 +191,7 @@ def test_contract_is_kept_on_every_node_and_read_under_limit(run_playbook, tmp_p
     read = run_playbook(CONTRACT_PLAYBOOK, limit=WORKER)
     (shown,) = read.task_results("CONTRACT").values()
     assert shown["msg"]["contract"] == contract
-    assert shown["msg"]["env"] == "|".join([WORKER, "198.18.1.10", "29551", "rocep1s0f1,roceP2p1s0f1",
+    assert shown["msg"]["env"] == ";".join([WORKER, "198.18.1.10", "29551", "rocep1s0f1,roceP2p1s0f1",
                                             contract["nodes"][WORKER]["env"]["NCCL_IB_GID_INDEX"]])
 
 
