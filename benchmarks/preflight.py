@@ -85,8 +85,8 @@ def main(argv=None):
         if counts != [2]:
             lab_up(2)
 
-    print("preflight.yml on the Spark lab (path %s, %d CPUs, %d runs each)" % (args.path, os.cpu_count() or 0,
-                                                                              args.runs))
+    print("preflight.yml on the Spark lab (path %s, %d CPUs, %d runs each)"
+          % (args.path, os.cpu_count() or 0, args.runs))
     print("%-6s %8s %8s %8s" % ("nodes", "min", "median", "max"))
     medians = {}
     for count, times in rows:

@@ -21,7 +21,7 @@ description:
   - V(state=present) writes both files when their content changed (atomically, mode 0644).
   - V(state=read) returns the contract as the C(glm53_cluster) fact, or fails saying to run the preflight.
 author:
-  - dgx_spark.glm53 contributors
+  - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
   state:
     description: Write the contract (V(present)) or read it (V(read)).
@@ -40,11 +40,15 @@ options:
     default: ~/.config/dgx_spark.glm53
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: With V(state=present) reports whether the files would change and writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 
@@ -151,7 +155,7 @@ def main():
         required_if=[("state", "present", ("contract", "node"))],
         supports_check_mode=True,
     )
-    directory = os.path.expanduser(module.params["config_dir"])
+    directory = module.params["config_dir"]
     json_path, env_path = os.path.join(directory, JSON_NAME), os.path.join(directory, ENV_NAME)
     if module.params["state"] == "present":
         _present(module, json_path, env_path)

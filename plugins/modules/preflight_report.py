@@ -19,7 +19,7 @@ description:
   - Runs only on the controller (an action plugin); nothing is sent to a node. The report is this run's record, so
     the task never reports a change.
 author:
-  - dgx_spark.glm53 contributors
+  - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
   path:
     description: Where the JSON report goes on the controller.
@@ -42,13 +42,18 @@ options:
     default: ""
 attributes:
   action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: The report is written in check mode too; it records the run, not the nodes.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 
@@ -82,5 +87,8 @@ gate:
   returned: success
   type: list
   elements: str
-  sample: ["cx7_link preflight failed on spark-worker (1 check(s); report /x.json):", "[link.port_up] ...", "Fix the above and rerun; nothing was changed on any node."]
+  sample:
+    - "cx7_link preflight failed on spark-worker (1 check(s); report /x.json):"
+    - "[link.port_up] spark-worker: enp1s0f1np1 is not Up; ..."
+    - "Fix the above and rerun; nothing was changed on any node."
 """

@@ -396,7 +396,7 @@ def check_pings(config, obs_by_node):
                     fix="make the MTU equal on both ends of %s and check nothing on the path drops %d-byte frames "
                         "(a mismatched MTU or a switch in between); a plain `ping -I %s %s` tells MTU from reachability"
                         % (netdev, int(item.get("size") or 0) + 28, netdev, item.get("target")),
-                    summary="DF ping %s -> %s (%s) at %s bytes %s" % (node, peer, item.get("target"), item.get("size"),
-                                                                     "ok" if ok else "failed"),
+                    summary="DF ping %s -> %s (%s) at %s bytes %s"
+                            % (node, peer, item.get("target"), item.get("size"), "ok" if ok else "failed"),
                     netdev=netdev))
     return out

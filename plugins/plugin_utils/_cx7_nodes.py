@@ -260,8 +260,8 @@ def check_disk(config, obs_by_node):
                 found += " (%s of this path's data already there counted)" % human_bytes(group["present"])
             out.append(result(
                 "disk.free", node, passed_or(FAIL, ok), FAIL,
-                expected=">= %s free on %s for %s (path %s)" % (human_bytes(group["need"]), group["mount"], what,
-                                                              config.get("path")),
+                expected=">= %s free on %s for %s (path %s)"
+                         % (human_bytes(group["need"]), group["mount"], what, config.get("path")),
                 found=found,
                 fix="free %s on %s (%s) or point the %s directories at a larger disk"
                     % (human_bytes(group["need"] - group["free"]), group["mount"], ", ".join(group["paths"]), what),

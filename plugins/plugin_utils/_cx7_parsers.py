@@ -50,8 +50,8 @@ def command_error(registered):
     if not registered:
         return "not run"
     if timed_out(registered):
-        return "`%s` did not answer within %s s (wedged)" % (registered.get("command") or "the command",
-                                                              registered.get("timeout"))
+        command = registered.get("command") or "the command"
+        return "`%s` did not answer within %s s (wedged)" % (command, registered.get("timeout"))
     for key in ("stderr", "msg", "stdout"):
         text = (registered.get(key) or "").strip()
         if text:

@@ -10,7 +10,7 @@ import time
 
 import lab_faults
 from lab_faults import HEAD, WORKER
-from test_cx7_link import L1, L2, PLAYBOOK, assert_stopped_at, checks, preflight
+from test_cx7_link import L1, assert_stopped_at, checks, preflight
 
 CONTRACT_PLAYBOOK = "tests/integration/cx7_link/read_contract.yml"
 SERIAL_PLAYBOOK = "tests/integration/cx7_link/serial_preflight.yml"

@@ -44,15 +44,15 @@ def config_dir(tmp_path):
 
 def test_written_once_then_unchanged_and_read_back(config_dir):
     present = {"state": "present", "contract": CONTRACT, "node": "spark-worker", "config_dir": config_dir}
-    dry, _ = ansible(present, check=True)
+    dry, _proc = ansible(present, check=True)
     assert dry["changed"] is True and not os.path.exists(os.path.join(config_dir, "cluster.json"))
-    first, _ = ansible(present)
+    first, _proc = ansible(present)
     assert first["changed"] is True
-    second, _ = ansible(present)
+    second, _proc = ansible(present)
     assert second["changed"] is False
     with open(os.path.join(config_dir, "cluster.json")) as handle:
         assert json.load(handle) == CONTRACT
-    read, _ = ansible({"state": "read", "config_dir": config_dir})
+    read, _proc = ansible({"state": "read", "config_dir": config_dir})
     assert read["ansible_facts"]["glm53_cluster"] == CONTRACT
 
 
@@ -66,7 +66,7 @@ def test_env_file_is_sourceable(config_dir):
 
 
 def test_a_missing_contract_says_to_run_the_preflight(config_dir):
-    result, _ = ansible({"state": "read", "config_dir": config_dir})
+    result, _proc = ansible({"state": "read", "config_dir": config_dir})
     assert result["failed"] is True
     assert result["msg"] == ("no cluster contract at %s/cluster.json on this node; run the preflight first "
                              "(ansible-playbook playbooks/preflight.yml -e path=..., or playbooks/site.yml)" % config_dir)
@@ -80,13 +80,13 @@ def test_a_corrupt_contract_is_refused_with_the_fix(config_dir):
     os.makedirs(config_dir)
     with open(os.path.join(config_dir, "cluster.json"), "w") as handle:
         handle.write("{not json")
-    result, _ = ansible({"state": "read", "config_dir": config_dir})
+    result, _proc = ansible({"state": "read", "config_dir": config_dir})
     assert result["failed"] is True and "is unusable (not JSON" in result["msg"] and "run the preflight" in result["msg"]
     text = ansible({"state": "read", "config_dir": config_dir}, human=True)
     assert "is unusable (not JSON" in text and "exception" not in text.lower(), text
 
 
 def test_refuses_to_write_a_contract_without_this_node(config_dir):
-    result, _ = ansible({"state": "present", "contract": CONTRACT, "node": "spark-worker-9", "config_dir": config_dir})
+    result, _proc = ansible({"state": "present", "contract": CONTRACT, "node": "spark-worker-9", "config_dir": config_dir})
     assert result["failed"] is True and "node spark-worker-9 is not in the contract's nodes" in result["msg"]
     assert not os.path.exists(config_dir)
