@@ -80,7 +80,15 @@ def warm(files):
 
 
 def resident(files):
-    return sum(pc.resident_bytes(path) for path in files)
+    """Page-cache bytes of ``files`` by util-linux fincore, not by the module being timed."""
+    if not shutil.which("fincore"):
+        raise SystemExit("fincore not found: install util-linux")
+    total = 0
+    for start in range(0, len(files), 500):  # bounded command lines
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES"] + files[start:start + 500],
+                             check=True, capture_output=True, text=True).stdout
+        total += sum(int(line) for line in out.split())
+    return total
 
 
 def footprint(files):

@@ -15,8 +15,10 @@ __metaclass__ = type
 
 import ctypes
 import errno
+import math
 import mmap
 import os
+import signal
 import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,10 +38,14 @@ MAX_WORKERS = 4
 DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
 # cachestat is new enough to have the same number on every architecture.
 SYS_CACHESTAT = 451
-BALLOON_CHUNK = 1 << 30
+# The balloon looks at MemAvailable again after each chunk, so it overshoots its
+# floor by at most one chunk even when something else takes memory meanwhile.
+BALLOON_CHUNK = 64 << 20
 # Below this much headroom another balloon chunk is not worth a syscall round.
-BALLOON_MIN_CHUNK = 64 << 20
+BALLOON_MIN_CHUNK = 16 << 20
 BALLOON_MIN_KEEP_GIB = 2.0
+# The balloon process is the OOM killer's first choice, before sshd, dockerd or the module.
+BALLOON_OOM_SCORE_ADJ = 1000
 _PATTERN_SIZE = 16 << 20
 # mincore() sets bit 0 of each vector byte for a resident page; other bits are reserved.
 _LSB = bytes(bytearray(i & 1 for i in range(256)))
@@ -113,9 +119,21 @@ def decide_changed(check_mode, method, paths_given, resident_before, resident_af
 
 
 class _Collector(object):
-    def __init__(self, follow_symlinks, min_size):
+    """Walk named paths into distinct regular files.
+
+    Each named path is a root. A directory reached while walking, through a
+    symlink or as a mount point, is walked only if it stays inside the roots
+    (resolved) and, unless ``cross_filesystems``, on the file system of the root
+    it was reached from: a link to ``/`` or ``/usr`` in a model cache is not walked.
+    Links to files are followed wherever they lead (a Hugging Face snapshot holds
+    only links into ``blobs/``); each reaches one file.
+    """
+
+    def __init__(self, follow_symlinks, min_size, cross_filesystems, roots):
         self.follow_symlinks = follow_symlinks
         self.min_size = min_size
+        self.cross_filesystems = cross_filesystems
+        self.roots = roots
         self.targets = []
         self.skipped = []
         self.missing = []
@@ -140,11 +158,18 @@ class _Collector(object):
             self.skip(path, "%s: %s" % (error_reason, exc.strerror))
         return None
 
-    def visit(self, path, top=False):
+    def _inside_roots(self, path):
+        real = os.path.realpath(path)
+        return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.roots)
+
+    def visit(self, path, root_dev=None):
+        """Visit ``path``; ``root_dev`` is None for a named path, else its root's device."""
+        top = root_dev is None
         st = self._stat(os.lstat, path, top, "vanished", "cannot stat")
         if st is None:
             return
-        if stat.S_ISLNK(st.st_mode):
+        linked = stat.S_ISLNK(st.st_mode)
+        if linked:
             # Paths named by the caller are always resolved (like find -H);
             # follow_symlinks governs links met while walking.
             if not (top or self.follow_symlinks):
@@ -156,7 +181,14 @@ class _Collector(object):
         if stat.S_ISREG(st.st_mode):
             self._add_file(path, st)
         elif stat.S_ISDIR(st.st_mode):
-            self._walk(path, st)
+            if top:
+                self._walk(path, st, st.st_dev)
+            elif linked and not self._inside_roots(path):
+                self.skip(path, "symlink to a directory outside paths: %s" % os.path.realpath(path))
+            elif st.st_dev != root_dev and not self.cross_filesystems:
+                self.skip(path, "on another file system: cross_filesystems is false")
+            else:
+                self._walk(path, st, root_dev)
         else:
             self.skip(path, "not a regular file")
 
@@ -172,7 +204,7 @@ class _Collector(object):
             return
         self.targets.append(Target(path, st.st_size, st.st_dev, st.st_ino))
 
-    def _walk(self, path, st):
+    def _walk(self, path, st, root_dev):
         # Directory identity guards against symlink loops and repeated arguments.
         key = (st.st_dev, st.st_ino)
         if key in self._dirs:
@@ -187,19 +219,21 @@ class _Collector(object):
             self.skip(path, "unreadable directory: %s" % exc.strerror)
             return
         for name in names:
-            self.visit(os.path.join(path, name))
+            self.visit(os.path.join(path, name), root_dev)
 
 
-def collect_targets(paths, follow_symlinks=True, min_size=0):
+def collect_targets(paths, follow_symlinks=True, min_size=0, cross_filesystems=False):
     """Walk ``paths`` into distinct regular files (by device and inode).
 
     Returns a dict with ``targets`` (list of Target), ``missing`` (named paths that
     do not exist), ``skipped`` ({path, reason} dicts), ``duplicates`` (files reached
     more than once) and ``below_min_size`` ({files, bytes}).
     """
-    collector = _Collector(follow_symlinks, min_size)
-    for path in paths or []:
-        collector.visit(path, top=True)
+    paths = paths or []
+    roots = [os.path.realpath(path) for path in paths]
+    collector = _Collector(follow_symlinks, min_size, cross_filesystems, roots)
+    for path in paths:
+        collector.visit(path)
     return {
         "targets": collector.targets,
         "missing": collector.missing,
@@ -445,58 +479,119 @@ def _touch(region, size, pattern):
         written += piece
 
 
-def balloon(keep_bytes, read=read_meminfo):
-    """Touch anonymous memory down to ``keep_bytes`` of MemAvailable, then free it.
+def _inflate(keep_bytes, read, report):
+    """Touch anonymous memory chunk by chunk until MemAvailable is down to ``keep_bytes``.
 
-    The kernel must reclaim clean page cache (anyone's, root's included) to back
-    the pages. Returns the bytes touched.
+    Runs in the balloon process; the memory goes back when that process exits.
     """
     budget = memory_summary(read())["mem_available"] - keep_bytes
     pattern = b"\x01" * _PATTERN_SIZE
     regions = []
     touched = 0
+    while True:
+        size = balloon_chunk_size(memory_summary(read())["mem_available"], keep_bytes, budget - touched)
+        if not size:
+            return
+        try:
+            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+        except (OSError, MemoryError):
+            return  # strict overcommit refused more: the balloon stops where it is
+        regions.append(region)
+        _touch(region, size, pattern)
+        touched += size
+        report(touched)
+
+
+def _balloon_process(writer, keep_bytes, read):
+    """Body of the forked balloon process: never returns."""
+    status = 0
     try:
-        while True:
-            available = memory_summary(read())["mem_available"]
-            size = balloon_chunk_size(available, keep_bytes, budget - touched)
-            if not size:
-                break
-            try:
-                region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
-            except (OSError, MemoryError):
-                break  # strict overcommit refused more: the balloon stops where it is
-            regions.append(region)
-            _touch(region, size, pattern)
-            touched += size
+        try:
+            with open("/proc/self/oom_score_adj", "w") as handle:
+                handle.write("%d\n" % BALLOON_OOM_SCORE_ADJ)
+        except OSError as exc:
+            raise PageCacheError(
+                "the balloon cannot make itself the OOM killer's first choice (writing %d to "
+                "/proc/self/oom_score_adj failed: %s), so it does not run: use method=fadvise or "
+                "method=drop_caches" % (BALLOON_OOM_SCORE_ADJ, exc.strerror))
+        _inflate(keep_bytes, read, lambda touched: os.write(writer, b"%d\n" % touched))
+    except BaseException as exc:  # anything, reported to the parent: this process must not return
+        status = 1
+        try:
+            os.write(writer, ("E %s\n" % " ".join(str(exc).split())).encode("utf-8", "replace"))
+        except OSError:
+            pass
     finally:
-        for region in regions:
-            region.close()
-    return touched
+        os._exit(status)
 
 
-def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
-          keep_gib=6.0, missing="fail", check_mode=False):
-    """Run one eviction and return the module's result, ``changed`` included.
+def balloon(keep_bytes, read=read_meminfo):
+    """Touch anonymous memory down to ``keep_bytes`` of MemAvailable, then free it.
 
-    Raises PageCacheError on bad input before anything is evicted.
+    The kernel must reclaim clean page cache (anyone's, root's included) to back
+    the pages. A forked process holds the balloon with oom_score_adj 1000, so if
+    memory runs out anyway the OOM killer takes the balloon and nothing else.
+    Returns (bytes touched, warning or None).
     """
-    started = time.monotonic()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        _balloon_process(writer, keep_bytes, read)
+    os.close(writer)
+    try:
+        with os.fdopen(reader, "rb") as progress:
+            lines = progress.read().decode("utf-8", "replace").splitlines()
+        _pid, status = os.waitpid(pid, 0)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    errors = [line[2:] for line in lines if line.startswith("E ")]
+    if errors:
+        raise PageCacheError(errors[0])
+    counts = [int(line) for line in lines if line.isdigit()]
+    touched = counts[-1] if counts else 0
+    if os.WIFSIGNALED(status):
+        return touched, (
+            "the balloon process (pid %d) was killed by signal %d after touching %d bytes: memory ran out "
+            "and the OOM killer took the balloon (oom_score_adj %d) as meant; its memory is free again"
+            % (pid, os.WTERMSIG(status), touched, BALLOON_OOM_SCORE_ADJ))
+    return touched, None
+
+
+def check_arguments(paths, method, min_size, keep_gib):
+    """Refuse bad input, naming the option; raises PageCacheError."""
     if method not in METHODS:
         raise PageCacheError("method must be one of %s, got %r" % (", ".join(METHODS), method))
     if method == "fadvise" and not paths:
         raise PageCacheError("method=fadvise needs paths: the files or directories to evict")
+    if any(not path for path in paths or []):
+        raise PageCacheError("paths has an empty entry: give each file or directory by name, or remove it")
     if min_size < 0:
-        raise PageCacheError("min_size must be 0 or more bytes, got %d" % min_size)
+        raise PageCacheError("min_size must be 0 or more bytes, got %d: use 0 to evict every file" % min_size)
+    if not math.isfinite(keep_gib):
+        raise PageCacheError("keep_gib must be a finite number of GiB, got %s: the default is 6" % keep_gib)
     if method == "balloon" and keep_gib < BALLOON_MIN_KEEP_GIB:
         raise PageCacheError(
-            "keep_gib=%s is below the %s GiB floor: the balloon would starve the system of memory"
-            % (keep_gib, BALLOON_MIN_KEEP_GIB))
+            "keep_gib=%s is below the %s GiB floor: the balloon would starve the system of memory; "
+            "give %s or more" % (keep_gib, BALLOON_MIN_KEEP_GIB, BALLOON_MIN_KEEP_GIB))
     if method == "drop_caches" and os.geteuid() != 0:
         raise PageCacheError(
             "method=drop_caches writes %s and needs root (euid is %d): use method=fadvise "
             "(no root needed) or run the task with become: true" % (DROP_CACHES_PATH, os.geteuid()))
 
-    found = collect_targets(paths, follow_symlinks, min_size)
+
+def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
+          keep_gib=6.0, missing="fail", check_mode=False, cross_filesystems=False):
+    """Run one eviction and return the module's result, ``changed`` included.
+
+    Raises PageCacheError on bad input before anything is evicted.
+    """
+    started = time.monotonic()
+    check_arguments(paths, method, min_size, keep_gib)
+    found = collect_targets(paths, follow_symlinks=follow_symlinks, min_size=min_size,
+                            cross_filesystems=cross_filesystems)
     if found["missing"] and missing == "fail":
         raise PageCacheError("path(s) not found: %s (set missing=ignore to skip them)"
                              % ", ".join(found["missing"]))
@@ -506,6 +601,7 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     memory_before = memory_summary(read_meminfo())
     balloon_room = 0
     balloon_bytes = 0
+    warnings = []
     if method == "fadvise":
         handled = _measure_all(targets, skipped, evict=not check_mode)
     else:
@@ -516,7 +612,9 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
             if method == "drop_caches":
                 drop_caches()
             else:
-                balloon_bytes = balloon(keep_bytes)
+                balloon_bytes, warning = balloon(keep_bytes)
+                if warning:
+                    warnings.append(warning)
             _remeasure(targets, handled)
     memory_after = memory_summary(read_meminfo())
 
@@ -546,4 +644,6 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     }
     if method == "balloon":
         result["balloon_bytes"] = balloon_bytes
+    if warnings:
+        result["warnings"] = warnings
     return result

@@ -24,6 +24,10 @@ description:
     with fewer slots unless that cache is evicted first.
   - Each real file is evicted once, however it is reached (symlinks, hard links, repeated
     or nested paths), by device and inode.
+  - A directory reached while walking, through a symlink or as a mount point, is walked only
+    if it lies inside O(paths) (resolved) and on the file system of the path it was reached
+    from (see O(cross_filesystems)). A link to C(/) or C(/usr) inside a cache is listed in
+    RV(skipped_paths), not walked.
   - Nothing is skipped silently. Files that cannot be opened or measured, links that are
     not followed, vanished files and non-regular files are listed in RV(skipped_paths); files
     under O(min_size) are counted in RV(below_min_size); files evicted whose residency the
@@ -67,17 +71,28 @@ options:
     elements: path
   follow_symlinks:
     description:
-      - Follow symlinks met while walking directories, to files and to directories.
-        A Hugging Face snapshot directory holds only symlinks into C(blobs/), which hold
-        the bytes.
+      - Follow symlinks met while walking directories.
+      - A link to a file is followed wherever it leads. A Hugging Face snapshot directory
+        holds only links to files in C(blobs/), which hold the bytes.
+      - A link to a directory is followed only if the directory lies inside one of O(paths)
+        (both resolved), so a link to C(/) or C(/usr) in a cache is not walked; it is listed
+        in RV(skipped_paths).
       - Paths named in O(paths) are always resolved, whatever this says.
       - With V(false), links met while walking are listed in RV(skipped_paths).
     type: bool
     default: true
+  cross_filesystems:
+    description:
+      - Walk directories on another file system than the path in O(paths) they were reached
+        from, that is mount points under it and directory symlinks into such a mount.
+      - With V(false), such directories are listed in RV(skipped_paths). A path named in
+        O(paths) is walked whatever file system it is on.
+    type: bool
+    default: false
   min_size:
     description:
       - Leave files smaller than this many bytes alone. They are counted in RV(below_min_size).
-      - The default V(0) evicts every file; small files add up on a model cache.
+      - The default V(0) evicts every file; small files add up on a model cache. Negative values are refused.
     type: int
     default: 0
   method:
@@ -93,14 +108,18 @@ options:
         C(sync), then write V(1) to C(/proc/sys/vm/drop_caches): drops all clean page cache
         on the host. Needs root (C(become=true)); refused otherwise.
       balloon: >-
-        Allocate and touch anonymous memory in 1 GiB chunks until C(MemAvailable) falls to
-        O(keep_gib), then free it, so the kernel reclaims clean page cache of any owner
-        (root-owned Docker layers included) without root. Stops early as soon as
-        C(MemAvailable) falls under O(keep_gib). Run it only while no model is loaded.
+        A child process allocates and touches anonymous memory in 64 MiB chunks until
+        C(MemAvailable) falls to O(keep_gib), then exits and frees it, so the kernel reclaims
+        clean page cache of any owner (root-owned Docker layers included) without root. It looks
+        at C(MemAvailable) before every chunk and stops at that floor, even if something else takes
+        memory meanwhile. It sets its own C(oom_score_adj) to V(1000), so should memory run out
+        anyway the OOM killer takes the balloon, never sshd, dockerd or the engine; the task then
+        warns and carries on. Run it only while no model is loaded.
   keep_gib:
     description:
       - For O(method=balloon), the GiB of C(MemAvailable) to leave untouched. Values under
-        V(2) are refused. Ignored by the other methods.
+        V(2) are refused. Not used by the other methods.
+      - Must be a finite number whatever the method (V(nan) and V(inf) are refused).
     type: float
     default: 6.0
   missing:
@@ -122,6 +141,8 @@ notes:
     but not measured; they are counted in RV(unmeasured), and C(changed) is true whenever
     there are any.
   - O(method=balloon) may push other processes' memory to swap on a host that has swap.
+  - Bad values (a negative O(min_size), a non-finite O(keep_gib), an empty entry in O(paths))
+    fail the task before anything is measured or evicted, naming the option.
   - For O(method=drop_caches) and O(method=balloon) without O(paths), C(changed) means
     C(Cached) went down (or, in check mode, that there is cache to drop).
 seealso:
@@ -281,7 +302,9 @@ skipped_paths:
     - >-
       Reasons: V(missing) (with O(missing=ignore)), V(vanished), C(unreadable: <error>),
       C(unreadable directory: <error>), V(broken symlink),
-      V(symlink not followed: follow_symlinks is false), V(not a regular file),
+      V(symlink not followed: follow_symlinks is false),
+      C(symlink to a directory outside paths: <resolved directory>),
+      V(on another file system: cross_filesystems is false), V(not a regular file),
       V(replaced while running) and C(cannot measure residency: <error>).
   returned: always
   type: list
@@ -310,7 +333,9 @@ below_min_size:
       type: int
       sample: 48234496
 balloon_bytes:
-  description: Anonymous memory the balloon touched before freeing it. V(0) in check mode.
+  description:
+    - Anonymous memory the balloon touched before freeing it. V(0) in check mode.
+    - If the OOM killer took the balloon, what it had touched by then; the task warns.
   returned: when O(method=balloon)
   type: int
   sample: 107374182400
@@ -330,25 +355,27 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache import
 )
 
 
+ARGUMENT_SPEC = dict(
+    paths=dict(type="list", elements="path"),
+    follow_symlinks=dict(type="bool", default=True),
+    cross_filesystems=dict(type="bool", default=False),
+    min_size=dict(type="int", default=0),
+    method=dict(type="str", default="fadvise", choices=list(METHODS)),
+    keep_gib=dict(type="float", default=6.0),
+    missing=dict(type="str", default="fail", choices=["fail", "ignore"]),
+)
+REQUIRED_IF = [("method", "fadvise", ["paths"])]
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            paths=dict(type="list", elements="path"),
-            follow_symlinks=dict(type="bool", default=True),
-            min_size=dict(type="int", default=0),
-            method=dict(type="str", default="fadvise", choices=list(METHODS)),
-            keep_gib=dict(type="float", default=6.0),
-            missing=dict(type="str", default="fail", choices=["fail", "ignore"]),
-        ),
-        required_if=[("method", "fadvise", ["paths"])],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     params = module.params
     try:
         result = evict(
             paths=params["paths"],
             method=params["method"],
             follow_symlinks=params["follow_symlinks"],
+            cross_filesystems=params["cross_filesystems"],
             min_size=params["min_size"],
             keep_gib=params["keep_gib"],
             missing=params["missing"],
@@ -356,6 +383,8 @@ def main():
         )
     except PageCacheError as exc:
         module.fail_json(msg=str(exc))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -1,106 +1,46 @@
 """page-cache helpers, tested on the real page cache of a disk file system.
 
-Residency is checked with util-linux ``fincore`` where it exists (an independent
-implementation), else with a private-mapping mincore written here, never with the
-code under test. Nothing is mocked: posix_fadvise, mincore and drop_caches are real.
+Residency is checked with util-linux ``fincore`` (page_cache_oracle), never with
+the code under test, and compared with a look taken just before the code ran.
+Nothing is mocked: posix_fadvise, mincore, cachestat, drop_caches and the
+balloon's memory are real.
 """
 
-import ctypes
 import json
-import mmap
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import threading
+import time
 
 import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache as pc
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import GIB, read_meminfo
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle import (
+    MIB,
+    PAGE,
+    Look,
+    evictable_base,
+    footprint,
+    resident,
+    resident_total,
+    warm,
+    write_file,
+)
 
-MIB = 1 << 20
-PAGE = mmap.PAGESIZE
 NOBODY = 65534
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-FINCORE = shutil.which("fincore")
 
 
-# --- oracle and fixtures ----------------------------------------------------------
-
-
-def _mincore_private(path):
-    """Resident bytes via a MAP_PRIVATE mapping (writable, so ctypes can take its address)."""
-    size = os.path.getsize(path)
-    if size == 0:
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    vec = (ctypes.c_ubyte * pages)()
-    with open(path, "rb") as handle:
-        region = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY)
-        anchor = ctypes.c_char.from_buffer(region)
-        try:
-            assert libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec) == 0
-        finally:
-            del anchor
-            region.close()
-    return sum(1 for byte in vec if byte & 1) * PAGE
-
-
-def resident(path):
-    """Page-cache bytes (whole pages) of ``path``, measured independently of the module."""
-    if FINCORE:
-        out = subprocess.run([FINCORE, "--bytes", "--noheadings", "--raw", "--output", "RES", path],
-                             check=True, capture_output=True, text=True).stdout
-        return int(out.split()[0])
-    return _mincore_private(path)
-
-
-def footprint(path):
-    """Cache a fully warm file takes: whole pages."""
-    return -(-os.path.getsize(path) // PAGE) * PAGE
-
-
-def write_file(path, size, sync=True):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as handle:
-        handle.write(os.urandom(size))
-        if sync:
-            handle.flush()
-            os.fsync(handle.fileno())
-    return path
-
-
-def warm(*paths):
-    for path in paths:
-        with open(path, "rb") as handle:
-            while handle.read(4 * MIB):
-                pass
-        assert resident(path) == footprint(path), "could not warm %s" % path
-
-
-def _evictable(base):
-    probe = tempfile.mkdtemp(dir=base)
-    try:
-        path = write_file(os.path.join(probe, "probe"), MIB)
-        warm(path)
-        fd = os.open(path, os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
-        return resident(path) == 0
-    finally:
-        shutil.rmtree(probe)
+# --- fixtures -------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def scratch_base():
-    """A directory on a file system whose cache can be evicted (tmpfs cannot)."""
-    for base in (tempfile.gettempdir(), os.path.join(REPO, "tests", "output", "tmp")):
-        os.makedirs(base, exist_ok=True)
-        if _evictable(base):
-            return base
-    pytest.fail("no directory on an evictable (disk) file system for the page-cache tests")
+    return evictable_base()
 
 
 @pytest.fixture
@@ -187,12 +127,12 @@ def test_windows_cover_the_file(size, window, expected):
 
 
 @pytest.mark.parametrize("available, keep, budget, expected", [
-    (10 * GIB, 6 * GIB, 4 * GIB, GIB),                # plenty of room: a full chunk
-    (6 * GIB + 300 * MIB, 6 * GIB, 4 * GIB, 300 * MIB),   # last, partial chunk
-    (6 * GIB + 10 * MIB, 6 * GIB, 4 * GIB, 0),        # under the minimum chunk: stop
-    (5 * GIB, 6 * GIB, 4 * GIB, 0),                   # already under keep: stop
-    (10 * GIB, 6 * GIB, 100 * MIB, 100 * MIB),        # the starting budget caps the total
-    (10 * GIB, 6 * GIB, 100 * MIB + 5, 100 * MIB),    # rounded down to whole pages
+    (10 * GIB, 6 * GIB, 4 * GIB, 64 * MIB),             # plenty of room: a full chunk
+    (6 * GIB + 30 * MIB, 6 * GIB, 4 * GIB, 30 * MIB),   # last, partial chunk
+    (6 * GIB + 10 * MIB, 6 * GIB, 4 * GIB, 0),          # under the minimum chunk: stop
+    (5 * GIB, 6 * GIB, 4 * GIB, 0),                     # already under keep: stop
+    (10 * GIB, 6 * GIB, 40 * MIB, 40 * MIB),            # the starting budget caps the total
+    (10 * GIB, 6 * GIB, 40 * MIB + 5, 40 * MIB),        # rounded down to whole pages
 ])
 def test_balloon_chunk_size(available, keep, budget, expected):
     assert pc.balloon_chunk_size(available, keep, budget, page_size=4096) == expected
@@ -225,18 +165,22 @@ def test_resident_bytes_matches_an_independent_measure(scratch, probe):
     odd = write_file(os.path.join(scratch, "odd"), 3 * MIB + 123)
     warm(odd)
     assert pc.resident_bytes(empty) == 0
-    assert pc.resident_bytes(odd) == resident(odd) == 3 * MIB + PAGE
+    look = Look([odd])
+    look.expect(pc.resident_bytes(odd), "resident_bytes of a warm file")
+    assert look.bytes % PAGE == 0 < look.bytes <= footprint(odd)
     fd = os.open(odd, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
     assert pc.resident_bytes(odd) == resident(odd) == 0
     fd = os.open(odd, os.O_RDONLY)
-    try:  # warm exactly the first MiB: FADV_RANDOM turns readahead off
+    try:  # warm only the first MiB: FADV_RANDOM turns readahead off
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         assert len(os.pread(fd, MIB, 0)) == MIB
     finally:
         os.close(fd)
-    assert pc.resident_bytes(odd) == resident(odd) == MIB
+    look = Look([odd])
+    look.expect(pc.resident_bytes(odd), "resident_bytes of a partly warm file")
+    assert 0 < look.bytes <= MIB
 
 
 def test_resident_bytes_spans_several_windows(scratch, monkeypatch):
@@ -245,7 +189,8 @@ def test_resident_bytes_spans_several_windows(scratch, monkeypatch):
     monkeypatch.setattr(pc, "WINDOW", MIB)
     path = write_file(os.path.join(scratch, "big"), 5 * MIB + 4097)
     warm(path)
-    assert pc.resident_bytes(path) == footprint(path) == 5 * MIB + 2 * PAGE
+    look = Look([path])
+    look.expect(pc.resident_bytes(path), "resident_bytes over six 1 MiB windows")
 
 
 # --- eviction with fadvise -----------------------------------------------------------------
@@ -256,8 +201,8 @@ def test_fadvise_evicts_a_directory_and_is_idempotent(scratch, probe):
     files.append(write_file(os.path.join(scratch, "d", "sub", "deep"), 2 * MIB))
     warm(*files)
     total = sum(os.path.getsize(f) for f in files)
-    cached = sum(footprint(f) for f in files)
 
+    look = Look(files)
     result = pc.evict([os.path.join(scratch, "d")])
 
     assert [resident(f) for f in files] == [0] * len(files)
@@ -265,9 +210,9 @@ def test_fadvise_evicts_a_directory_and_is_idempotent(scratch, probe):
     assert result["method"] == "fadvise"
     assert result["file_count"] == 5
     assert result["file_bytes"] == total
-    assert result["resident_bytes_before"] == cached
+    look.expect(result["resident_bytes_before"], "resident_bytes_before")
     assert result["resident_bytes_after"] == 0
-    assert result["evicted_bytes"] == cached
+    assert result["evicted_bytes"] == result["resident_bytes_before"]
     assert result["skipped_paths"] == []
     assert result["unmeasured"] == {"files": 0, "bytes": 0}
     assert result["measured_with"] == probe
@@ -283,9 +228,10 @@ def test_fadvise_evicts_a_directory_and_is_idempotent(scratch, probe):
 def test_fadvise_evicts_dirty_pages_of_a_fresh_copy(scratch):
     # A file just written is dirty: DONTNEED alone only starts writeback.
     path = write_file(os.path.join(scratch, "fresh"), 8 * MIB, sync=False)
-    assert resident(path) == 8 * MIB
+    look = Look([path])
     result = pc.evict([path])
     assert resident(path) == 0
+    look.expect(result["resident_bytes_before"], "resident_bytes_before")
     assert result["resident_bytes_after"] == 0
 
 
@@ -311,25 +257,29 @@ def test_hf_snapshot_symlinks_evict_the_blobs_once(scratch, probe):
     repo, snapshot, blobs = _hf_layout(scratch)
     warm(*blobs)
     total = sum(os.path.getsize(b) for b in blobs)
-    cached = sum(footprint(b) for b in blobs)
 
+    look = Look(blobs)
     result = pc.evict([snapshot])
     assert [resident(b) for b in blobs] == [0, 0, 0]
     assert result["file_count"] == 3 and result["file_bytes"] == total
-    assert result["evicted_bytes"] == cached
+    look.expect(result["evicted_bytes"], "evicted_bytes")
+    # The links into blobs/ lead outside the snapshot: followed, since they are links to files.
+    assert result["skipped_paths"] == []
 
     # The whole repo reaches each blob twice (directly and via the snapshot): counted once.
     warm(*blobs)
+    look = Look(blobs)
     result = pc.evict([repo])
     assert result["file_count"] == 3 and result["duplicates"] == 3
-    assert result["evicted_bytes"] == cached
+    look.expect(result["evicted_bytes"], "evicted_bytes")
 
 
 def test_not_following_symlinks_leaves_the_blobs_and_says_so(scratch):
     _repo, snapshot, blobs = _hf_layout(scratch)
     warm(*blobs)
+    look = Look(blobs)
     result = pc.evict([snapshot], follow_symlinks=False)
-    assert [resident(b) for b in blobs] == [footprint(b) for b in blobs]
+    look.expect(resident_total(blobs), "what fincore sees of the blobs afterwards")
     assert result["file_count"] == 0 and result["changed"] is False
     assert len(result["skipped_paths"]) == 3
     assert {s["reason"] for s in result["skipped_paths"]} == {"symlink not followed: follow_symlinks is false"}
@@ -348,22 +298,25 @@ def test_hard_links_and_repeated_paths_count_once(scratch):
     path = write_file(os.path.join(scratch, "d", "file"), 3 * MIB)
     os.link(path, os.path.join(scratch, "d", "hardlink"))
     warm(path)
+    look = Look([path])
     result = pc.evict([path, path, os.path.join(scratch, "d"), os.path.join(scratch, "d", "hardlink")])
     assert result["file_count"] == 1
     assert result["file_bytes"] == 3 * MIB
     # Reached five times: two named paths, two names in the walk, the named hard link.
     assert result["duplicates"] == 4
-    assert result["evicted_bytes"] == 3 * MIB
+    look.expect(result["evicted_bytes"], "evicted_bytes")
     assert resident(path) == 0
 
 
 def test_check_mode_measures_and_evicts_nothing(scratch, probe):
     files = [write_file(os.path.join(scratch, "f%d" % i), 2 * MIB) for i in range(3)]
     warm(*files)
+    look = Look(files)
     result = pc.evict([scratch], check_mode=True)
-    assert [resident(f) for f in files] == [2 * MIB] * 3
+    look.expect(resident_total(files), "what fincore sees after check mode")
     assert result["changed"] is True
-    assert result["resident_bytes_before"] == result["resident_bytes_after"] == 6 * MIB
+    look.expect(result["resident_bytes_before"], "resident_bytes_before")
+    assert result["resident_bytes_after"] == result["resident_bytes_before"]
     assert result["evicted_bytes"] == 0
 
 
@@ -371,9 +324,10 @@ def test_missing_path_fails_naming_it_before_evicting(scratch):
     present = write_file(os.path.join(scratch, "present"), 2 * MIB)
     warm(present)
     gone = os.path.join(scratch, "no-such-dir")
+    look = Look([present])
     with pytest.raises(pc.PageCacheError, match="no-such-dir"):
         pc.evict([present, gone])
-    assert resident(present) == 2 * MIB
+    look.expect(resident(present), "what fincore sees after the refusal")
 
 
 def test_missing_path_ignored_is_listed(scratch):
@@ -401,12 +355,91 @@ def test_odd_entries_in_a_walk_are_listed_not_hidden(scratch):
     assert result["file_count"] == 1 and resident(data) == 0
 
 
+def test_directory_links_leading_outside_paths_are_not_walked(scratch):
+    cache = os.path.join(scratch, "cache")
+    own = write_file(os.path.join(cache, "own"), MIB)
+    outside = os.path.join(scratch, "outside")
+    weights = write_file(os.path.join(outside, "weights"), 2 * MIB)
+    single = write_file(os.path.join(scratch, "single"), MIB)
+    os.symlink(os.path.join("..", "outside"), os.path.join(cache, "relative"))
+    os.symlink(outside, os.path.join(cache, "absolute"))
+    os.symlink(single, os.path.join(cache, "file-link"))  # a link to a file is followed wherever it leads
+    warm(own, weights, single)
+    look = Look([weights])
+
+    result = pc.evict([cache])
+
+    look.expect(resident(weights), "what fincore sees of the file behind the directory links")
+    assert resident(own) == resident(single) == 0
+    assert result["file_count"] == 2
+    reason = "symlink to a directory outside paths: %s" % os.path.realpath(outside)
+    assert result["skipped_paths"] == [{"path": os.path.join(cache, "absolute"), "reason": reason},
+                                       {"path": os.path.join(cache, "relative"), "reason": reason}]
+
+    # Named as well, the directory is inside paths: walked once, nothing skipped.
+    result = pc.evict([cache, outside])
+    assert result["file_count"] == 3 and result["skipped_paths"] == []
+
+
+def test_links_to_the_root_or_usr_in_a_cache_are_not_walked(scratch):
+    cache = os.path.join(scratch, "cache")
+    own = write_file(os.path.join(cache, "model.safetensors"), MIB)
+    os.symlink("/", os.path.join(cache, "slash"))
+    os.symlink("/usr", os.path.join(cache, "usr"))
+    started = time.monotonic()
+    found = pc.collect_targets([cache])
+    assert [target.path for target in found["targets"]] == [own]
+    assert found["skipped"] == [
+        {"path": os.path.join(cache, "slash"), "reason": "symlink to a directory outside paths: /"},
+        {"path": os.path.join(cache, "usr"), "reason": "symlink to a directory outside paths: %s" % os.path.realpath("/usr")},
+    ]
+    assert time.monotonic() - started < 5
+
+
+@pytest.fixture
+def other_fs(scratch):
+    """A tmpfs mounted inside ``scratch``: another file system under the walked directory."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root")
+    mnt = os.path.join(scratch, "cache", "mnt")
+    os.makedirs(mnt)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "pce-test", mnt],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode:
+        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stderr.strip())
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+def test_other_file_systems_are_walked_only_when_asked(scratch, other_fs):
+    cache = os.path.dirname(other_fs)
+    own = write_file(os.path.join(cache, "own"), MIB)
+    write_file(os.path.join(other_fs, "elsewhere"), MIB)
+    os.symlink("mnt", os.path.join(cache, "via-link"))  # inside paths, but on the other file system
+
+    result = pc.evict([cache])
+    assert result["file_count"] == 1 and resident(own) == 0
+    assert result["skipped_paths"] == [
+        {"path": other_fs, "reason": "on another file system: cross_filesystems is false"},
+        {"path": os.path.join(cache, "via-link"), "reason": "on another file system: cross_filesystems is false"},
+    ]
+
+    result = pc.evict([cache], cross_filesystems=True)
+    assert result["file_count"] == 2 and result["skipped_paths"] == []
+    # Named, the mount point is a root of its own: walked.
+    assert pc.evict([other_fs])["file_count"] == 1
+
+
 def test_min_size_leaves_small_files_and_counts_them(scratch):
     small = write_file(os.path.join(scratch, "small"), MIB)
     big = write_file(os.path.join(scratch, "big"), 4 * MIB)
     warm(small, big)
+    look = Look([small])
     result = pc.evict([scratch], min_size=2 * MIB)
-    assert resident(small) == MIB and resident(big) == 0
+    look.expect(resident(small), "what fincore sees of the small file afterwards")
+    assert resident(big) == 0
     assert result["file_count"] == 1
     assert result["below_min_size"] == {"files": 1, "bytes": MIB}
 
@@ -417,10 +450,11 @@ def test_unreadable_file_is_skipped_with_reason(scratch):
     warm(readable, locked)
     os.chmod(locked, 0)
 
+    look = Look([locked])
     result = run_unprivileged(lambda: pc.evict([scratch]))
 
     assert result["skipped_paths"] == [{"path": locked, "reason": "unreadable: Permission denied"}]
-    assert resident(locked) == 2 * MIB
+    look.expect(resident(locked), "what fincore sees of the unreadable file afterwards")
     # A file the user may only read is still evicted: no root needed.
     assert resident(readable) == 0
     assert result["file_count"] == 1
@@ -447,13 +481,20 @@ def test_unreadable_directory_is_skipped_with_reason(scratch):
 @pytest.mark.parametrize("kwargs, message", [
     ({"paths": None}, "needs paths"),
     ({"paths": []}, "needs paths"),
-    ({"paths": ["/"], "min_size": -1}, "min_size"),
+    ({"min_size": -1}, "min_size must be 0 or more bytes, got -1"),
+    ({"paths": [""]}, "paths has an empty entry"),
+    ({"keep_gib": float("nan")}, "keep_gib must be a finite number of GiB, got nan"),
+    ({"method": "balloon", "keep_gib": float("inf")}, "keep_gib must be a finite number of GiB, got inf"),
     ({"method": "balloon", "keep_gib": 1.5}, "keep_gib=1.5 is below the 2.0 GiB floor"),
-    ({"method": "nonsense", "paths": ["/"]}, "method must be one of"),
+    ({"method": "nonsense"}, "method must be one of"),
 ])
-def test_bad_input_is_refused(kwargs, message):
+def test_bad_input_is_refused_before_anything_is_evicted(scratch, kwargs, message):
+    present = write_file(os.path.join(scratch, "present"), 2 * MIB)
+    warm(present)
+    look = Look([present])
     with pytest.raises(pc.PageCacheError, match=message):
-        pc.evict(**kwargs)
+        pc.evict(**dict({"paths": [scratch]}, **kwargs))
+    look.expect(resident(present), "what fincore sees after the refusal")
 
 
 def test_drop_caches_without_root_is_refused(scratch):
@@ -467,9 +508,13 @@ def test_drop_caches_as_root_empties_the_targets(scratch):
         pytest.skip("%s is not writable here (read-only /proc/sys)" % pc.DROP_CACHES_PATH)
     path = write_file(os.path.join(scratch, "f"), 4 * MIB)
     warm(path)
+    look = Look([path])
     result = pc.evict([path], method="drop_caches")
     assert resident(path) == 0
-    assert result["changed"] is True and result["evicted_bytes"] == 4 * MIB
+    assert result["changed"] is True
+    # The module measured before it wrote drop_caches: that one write takes nothing from its figure.
+    look.expect(result["resident_bytes_before"], "resident_bytes_before", own_drops=1)
+    assert result["evicted_bytes"] == result["resident_bytes_before"]
 
 
 # --- balloon ---------------------------------------------------------------------------------
@@ -495,6 +540,107 @@ def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch):
     assert 0.25 * GIB <= result["balloon_bytes"] <= 0.6 * GIB
     assert result["method"] == "balloon" and result["file_count"] == 1
     assert _rss() < rss + 64 * MIB  # the balloon was given back
+
+
+def _children():
+    """Processes whose parent is this one."""
+    me = str(os.getpid())
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % pid) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == me:
+            found.append(int(pid))
+    return found
+
+
+def _status(pid):
+    """(oom_score_adj, VmRSS bytes) of ``pid``, or None once it is gone."""
+    try:
+        with open("/proc/%d/oom_score_adj" % pid) as handle:
+            adj = int(handle.read())
+        with open("/proc/%d/status" % pid) as handle:
+            rss = next((int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:")), 0)
+    except (OSError, ValueError):
+        return None
+    return adj, rss
+
+
+class _Watch(object):
+    """Samples, while the code under test runs, MemAvailable and the processes it forks."""
+
+    def __init__(self, kill_at_rss=None):
+        self.kill_at_rss = kill_at_rss
+        self.min_available = None
+        self.children = {}  # pid -> (oom_score_adj, largest RSS seen)
+        self.killed = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        while not self._stop.is_set():
+            available = read_meminfo()["MemAvailable"]
+            self.min_available = available if self.min_available is None else min(self.min_available, available)
+            for pid in _children():
+                status = _status(pid)
+                if status is None:
+                    continue
+                adj, rss = status
+                self.children[pid] = (adj, max(rss, self.children.get(pid, (0, 0))[1]))
+                if self.kill_at_rss is not None and rss >= self.kill_at_rss and pid not in self.killed:
+                    os.kill(pid, signal.SIGKILL)  # as the OOM killer does
+                    self.killed.append(pid)
+            time.sleep(0.002)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _own_oom_score_adj():
+    with open("/proc/self/oom_score_adj") as handle:
+        return int(handle.read())
+
+
+def test_balloon_process_is_the_oom_killers_first_choice():
+    own = _own_oom_score_adj()
+    keep_gib = _available_gib() - 0.5
+    with _Watch() as watch:
+        result = pc.evict(method="balloon", keep_gib=keep_gib)
+    holders = [(adj, rss) for adj, rss in watch.children.values() if rss >= 128 * MIB]
+    assert holders, "no child process held the balloon: %r" % watch.children
+    assert [adj for adj, _rss in holders] == [1000]
+    assert _own_oom_score_adj() == own  # the module itself stays as it was
+    assert result["balloon_bytes"] >= 128 * MIB and "warnings" not in result
+
+
+def test_balloon_stops_at_its_floor():
+    keep_gib = _available_gib() - 1.0
+    with _Watch() as watch:
+        result = pc.evict(method="balloon", keep_gib=keep_gib)
+    # One chunk past the floor at most, plus what other processes moved meanwhile.
+    assert watch.min_available >= keep_gib * GIB - pc.BALLOON_CHUNK - 128 * MIB, (watch.min_available / GIB, keep_gib)
+    assert 0.5 * GIB <= result["balloon_bytes"] <= GIB
+
+
+def test_balloon_killed_by_the_oom_killer_is_a_warning_not_a_crash():
+    available = read_meminfo()["MemAvailable"]
+    with _Watch(kill_at_rss=128 * MIB) as watch:
+        result = pc.evict(method="balloon", keep_gib=_available_gib() - 1.0)
+    assert len(watch.killed) == 1
+    assert result["warnings"] == [
+        "the balloon process (pid %d) was killed by signal 9 after touching %d bytes: memory ran out and the "
+        "OOM killer took the balloon (oom_score_adj 1000) as meant; its memory is free again"
+        % (watch.killed[0], result["balloon_bytes"])]
+    assert result["balloon_bytes"] < GIB
+    assert read_meminfo()["MemAvailable"] >= available - 256 * MIB  # the killed balloon's memory is back
 
 
 def test_balloon_check_mode_allocates_nothing():

@@ -1,0 +1,124 @@
+"""What the page_cache_evict tests measure the page cache with, independently of the module.
+
+Residency comes from util-linux ``fincore`` run as a subprocess: other code than
+the module's, the same kernel. It is required, not a fallback: without it these
+tests fail and say which package to install.
+
+The page cache is shared with everything else on the machine. Between a test's
+look and the module's own measurement the kernel may reclaim pages (memory
+pressure, as on a fresh clone right after ``make setup`` and sanity filled the
+cache) or someone may write drop_caches. A ``Look`` therefore bounds what the
+module may report: never more than fincore saw (nothing reads the test's files
+meanwhile), never less than that minus what the kernel reclaimed in between.
+"""
+
+import mmap
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+MIB = 1 << 20
+PAGE = mmap.PAGESIZE
+FINCORE = shutil.which("fincore")
+VMSTAT = "/proc/vmstat"
+
+
+def resident(path):
+    """Page-cache bytes (whole pages) of ``path``, by fincore."""
+    if not FINCORE:
+        pytest.fail("the page-cache tests measure with fincore, which is not on PATH: "
+                    "install util-linux (apt-get install util-linux)")
+    out = subprocess.run([FINCORE, "--bytes", "--noheadings", "--raw", "--output", "RES", path],
+                         check=True, capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def resident_total(paths):
+    return sum(resident(path) for path in paths)
+
+
+def footprint(path):
+    """Cache a fully warm file takes: whole pages."""
+    return -(-os.path.getsize(path) // PAGE) * PAGE
+
+
+def write_file(path, size, sync=True):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(os.urandom(size))
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return path
+
+
+def warm(*paths):
+    """Read ``paths`` into the page cache. How much stays is for a Look to say."""
+    for path in paths:
+        with open(path, "rb") as handle:
+            while handle.read(4 * MIB):
+                pass
+        assert resident(path) > 0 or os.path.getsize(path) == 0, "could not warm %s" % path
+
+
+def _reclaim_counters():
+    """drop_caches writes and pages the kernel reclaimed so far, from /proc/vmstat."""
+    with open(VMSTAT) as handle:
+        counters = dict((name, int(value)) for name, value in (line.split() for line in handle))
+    if "pgsteal_file" in counters:  # Linux 5.8+: every reclaimed file page, memory cgroups included
+        stolen = counters["pgsteal_file"]
+    else:
+        stolen = sum(value for name, value in counters.items() if name.startswith("pgsteal_"))
+    return {"drop_pagecache": counters.get("drop_pagecache", 0), "stolen": stolen}
+
+
+class Look(object):
+    """fincore's count of ``paths`` now, to compare what the module reports later with."""
+
+    def __init__(self, paths):
+        self.paths = list(paths)
+        self._counters = _reclaim_counters()  # first, so reclaim during the look counts too
+        self.bytes = resident_total(self.paths)
+
+    def lost_at_most(self, own_drops=0):
+        """The most the kernel may have taken from these files since the look.
+
+        ``own_drops``: drop_caches writes the code under test made after it measured.
+        """
+        now = _reclaim_counters()
+        if now["drop_pagecache"] - self._counters["drop_pagecache"] > own_drops:
+            return self.bytes
+        return min(self.bytes, (now["stolen"] - self._counters["stolen"]) * PAGE)
+
+    def expect(self, measured, what, own_drops=0):
+        """Assert ``measured`` is what was resident at the look, less at most what was reclaimed since."""
+        lost = self.lost_at_most(own_drops)
+        assert self.bytes - lost <= measured <= self.bytes, (
+            "%s is %d bytes; fincore saw %d just before and the kernel reclaimed at most %d since"
+            % (what, measured, self.bytes, lost))
+        return measured
+
+
+def evictable_base():
+    """A directory on a file system whose page cache can be evicted (tmpfs cannot)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    for base in (tempfile.gettempdir(), os.path.join(repo, "tests", "output", "tmp")):
+        os.makedirs(base, exist_ok=True)
+        probe_dir = tempfile.mkdtemp(prefix="pce-probe-", dir=base)
+        try:
+            probe = write_file(os.path.join(probe_dir, "probe"), MIB)
+            warm(probe)
+            fd = os.open(probe, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            if resident(probe) == 0:  # on tmpfs the pages are the file and stay
+                return base
+        finally:
+            shutil.rmtree(probe_dir)
+    pytest.fail("no directory on an evictable (disk) file system for the page-cache tests")
+    return None
