@@ -370,6 +370,7 @@ REQUIRED_IF = [("method", "fadvise", ["paths"])]
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     params = module.params
+    result, error = None, None
     try:
         result = evict(
             paths=params["paths"],
@@ -382,7 +383,11 @@ def main():
             check_mode=module.check_mode,
         )
     except PageCacheError as exc:
-        module.fail_json(msg=str(exc))
+        error = str(exc)
+    # Outside the except block: ansible-core 2.19 records an exception being handled
+    # with the failure; a user error is the message alone.
+    if error is not None:
+        module.fail_json(msg=error)
     for warning in result.pop("warnings", []):
         module.warn(warning)
     module.exit_json(**result)
