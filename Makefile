@@ -1,5 +1,5 @@
 # dgx_spark.glm53 - developer and CI entry points.
-#   make lab          rehearse a deployment on the two-node Spark lab (lab/README.md)
+#   make lab          rehearse a deployment on the Spark lab (lab/README.md; NODES=4 for four nodes)
 #   make test         everything CI runs: lint, sanity, unit, build, lab end-to-end, molecule
 #   make setup        create .venv and install the pinned toolchain (fast when already done)
 #   make lint         yamllint + ansible-lint (production profile)
@@ -8,7 +8,7 @@
 #   make build        build the collection tarball and prove it installs alone
 #   make integration  end-to-end tests on the lab through ansible-runner
 #   make molecule     every molecule scenario on the lab
-#   make lab-up | lab-down | lab-status
+#   make lab-up | lab-down | lab-status   (lab-up/lab-status/lab take NODES=N, default $GLM53_LAB_NODES or 2)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -73,28 +73,31 @@ test: setup lint sanity unit build integration molecule
 clean:
 	rm -rf .build
 
-# --- The Spark lab (lab/README.md): two simulated Sparks in containers on this machine.
+# --- The Spark lab (lab/README.md): simulated Sparks in containers on this machine, two
+# unless NODES=N (or GLM53_LAB_NODES) says otherwise.
 # lab/spark_lab.py needs only the standard library and root (it installs docker.io and
 # debootstrap and starts dockerd when missing), so these targets do not need `setup`.
 LAB_TOOL := $(PYTHON) lab/spark_lab.py
+LAB_NODES := $(if $(NODES),--nodes $(NODES))
 
 lab-up:
-	$(LAB_TOOL) up
+	$(LAB_TOOL) up $(LAB_NODES)
 
 lab-down:
 	$(LAB_TOOL) down
 
 lab-status:
-	$(LAB_TOOL) status
+	$(LAB_TOOL) status $(LAB_NODES)
 
 # Operator rehearsal on the lab. For now it runs the read-only preflight when that
 # playbook exists; it will run playbooks/site.yml once the deployment roles land.
 lab: setup lab-up
-	@if [ -f playbooks/preflight.yml ]; then \
-	  ansible-playbook -i lab/inventory playbooks/preflight.yml; \
+	@inventory=$$($(LAB_TOOL) inventory $(LAB_NODES)); \
+	if [ -f playbooks/preflight.yml ]; then \
+	  ansible-playbook -i $$inventory playbooks/preflight.yml; \
 	else \
 	  echo "lab is up. Deploy onto it with:"; \
-	  echo "  ansible-playbook -i lab/inventory playbooks/site.yml -e path=tensorfold"; \
+	  echo "  ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold"; \
 	fi
 
 # End-to-end tests on the lab (the `lab` fixture brings it up). pytest exits 5 when it

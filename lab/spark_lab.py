@@ -1,10 +1,15 @@
 #!/usr/bin/env python
-"""The Spark lab: two simulated DGX Sparks (containers running systemd, sshd and
-their own Docker engine) joined by two CX7-like links. See lab/README.md.
+"""The Spark lab: simulated DGX Sparks (containers running systemd, sshd and their
+own Docker engine) joined by two CX7-like links. Two nodes by default (a head and a
+worker); any number from 1 to 16, all on the same link subnets as through a switch.
+See lab/README.md.
 
-    python lab/spark_lab.py up        # create or repair; idempotent
-    python lab/spark_lab.py status    # per-node health, exit 1 if unhealthy
-    python lab/spark_lab.py down      # remove our containers, networks, volumes
+    python lab/spark_lab.py up [--nodes N]      # create, repair or resize to N; idempotent
+    python lab/spark_lab.py status [--nodes N]  # per-node health, exit 1 if unhealthy
+    python lab/spark_lab.py inventory [--nodes N]   # print the inventory path for N nodes
+    python lab/spark_lab.py down                # remove our containers, networks, volumes
+
+N defaults to $GLM53_LAB_NODES, else 2.
 
 Everything this creates carries the label glm53-lab=1, and `down` removes only
 that. Only the standard library and the docker CLI are used, so it runs before
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,9 +58,15 @@ NETWORKS = {
 }
 
 
+MAX_NODES = 16
+DEFAULT_NODES = 2
+NODES_ENV = "GLM53_LAB_NODES"
+
+
 @dataclass
 class Node:
     name: str
+    index: int
     mgmt: str
     link1: str
     link2: str
@@ -70,11 +82,66 @@ class Node:
     def addresses(self) -> list[str]:
         return [self.mgmt, self.link1, self.link2]
 
+    @property
+    def is_head(self) -> bool:
+        return self.index == 0
 
-NODES = [
-    Node("spark-head", "198.18.0.10", "198.18.1.10", "198.18.2.10", "198.19.0.1/24", "198.19.64.0/18"),
-    Node("spark-worker", "198.18.0.11", "198.18.1.11", "198.18.2.11", "198.19.1.1/24", "198.19.128.0/18"),
-]
+
+def node_name(index: int) -> str:
+    """spark-head, spark-worker, spark-worker-2, spark-worker-3, ..."""
+    return "spark-head" if index == 0 else "spark-worker" if index == 1 else f"spark-worker-{index}"
+
+
+def node_index(name: str) -> int | None:
+    """Index of a lab node name (inverse of node_name), None for anything else."""
+    if name == "spark-head":
+        return 0
+    if name == "spark-worker":
+        return 1
+    m = re.fullmatch(r"spark-worker-([1-9][0-9]*)", name)
+    return int(m.group(1)) if m and 2 <= int(m.group(1)) < MAX_NODES else None
+
+
+def inner_network(index: int) -> tuple[str, str]:
+    """(bip, address pool) of a node's inner engine. Head and worker keep the /18 pools
+    they always had; later nodes get a /21 (8 networks of /24) from what is left, so no
+    two engines overlap: bips in 198.19.0.0/20, pools 198.19.16.0-63.255 and 64.0-255.255."""
+    bip = f"198.19.{index}.1/24"
+    if index == 0:
+        return bip, "198.19.64.0/18"
+    if index == 1:
+        return bip, "198.19.128.0/18"
+    k = index - 2
+    third = 192 + 8 * k if k < 8 else 16 + 8 * (k - 8)
+    return bip, f"198.19.{third}.0/21"
+
+
+def make_node(index: int) -> Node:
+    host = 10 + index
+    bip, pool = inner_network(index)
+    return Node(node_name(index), index, f"198.18.0.{host}", f"198.18.1.{host}", f"198.18.2.{host}", bip, pool)
+
+
+def lab_nodes(count: int) -> list[Node]:
+    """The nodes of a lab of `count` nodes, head first."""
+    return [make_node(i) for i in range(count)]
+
+
+def node_count(nodes: int | str | None = None) -> int:
+    """`nodes`, else $GLM53_LAB_NODES, else 2; checked to be 1..16."""
+    source = "--nodes"
+    if nodes is None:
+        nodes, source = os.environ.get(NODES_ENV) or DEFAULT_NODES, NODES_ENV
+    try:
+        count = int(nodes)
+    except (TypeError, ValueError):
+        count = 0
+    if not 1 <= count <= MAX_NODES:
+        raise LabError(f"{source}: expected a node count from 1 to {MAX_NODES} (one head, the rest workers), found {nodes!r}")
+    return count
+
+
+NODES = lab_nodes(DEFAULT_NODES)  # the default two-node lab
 HEAD, WORKER = NODES
 LINK_NETDEVS = {"glm53-lab-link1": "enp1s0f1np1", "glm53-lab-link2": "enP2p1s0f1np1"}
 TOOLS = {  # command -> Debian package providing it
@@ -264,12 +331,12 @@ def ensure_networks(changes: list[str]) -> None:
             if (info.get("Labels") or {}).get("glm53-lab") != "1":
                 raise LabError(f"a Docker network named {name} exists but is not the lab's; remove or rename it")
             log(f"network {name} has the wrong settings: recreating it and its nodes")
-            for node in NODES:
-                docker("rm", "-f", node.name, check=False)
+            for existing in existing_nodes().values():
+                docker("rm", "-f", existing, check=False)
             docker("network", "rm", name)
         args = ["network", "create", "--driver", "bridge", "--label", LABEL, "--subnet", subnet, "--gateway", gateway]
         # Readable host-side bridge names for debugging (max 15 chars).
-        args += ["-o", f"com.docker.network.bridge.name={name.replace('glm53-lab-', 'glm53lab-')}"]
+        args += ["-o", f"com.docker.network.bridge.name={bridge_name(name)}"]
         args += ["-o", f"com.docker.network.driver.mtu={mtu}"]
         if internal:
             args.append("--internal")
@@ -282,7 +349,58 @@ def ensure_networks(changes: list[str]) -> None:
         changes.append(f"created network {name}")
 
 
+def bridge_name(network: str) -> str:
+    """Readable host-side bridge name of a lab network (max 15 chars)."""
+    return network.replace("glm53-lab-", "glm53lab-")
+
+
+def cable_rules() -> list[list[str]]:
+    """A cable passes any frame between its ends, but Docker drops bridged traffic of an
+    internal network whose addresses are outside its subnet (link-local 169.254/16, say).
+    Accepting same-bridge traffic first (DOCKER-USER) makes the links behave like a cable
+    or a switch; nothing leaves the bridge, so they stay internal."""
+    return [["DOCKER-USER", "-i", bridge_name(n), "-o", bridge_name(n), "-j", "ACCEPT"] for n, v in NETWORKS.items() if v[3]]
+
+
+def ensure_cable_rules(changes: list[str]) -> None:
+    if run(["iptables", "-w", "-n", "-L", "DOCKER-USER"], check=False).returncode != 0:
+        return  # the engine manages no iptables rules, so none drops link traffic
+    for rule in cable_rules():
+        if run(["iptables", "-w", "-C", *rule], check=False).returncode != 0:
+            run(["iptables", "-w", "-I", *rule])
+            changes.append(f"iptables: {' '.join(rule)}")
+
+
+def remove_cable_rules() -> None:
+    for rule in cable_rules():
+        while run(["iptables", "-w", "-C", *rule], check=False).returncode == 0:
+            run(["iptables", "-w", "-D", *rule])
+
+
 # -------------------------------------------------------------------------- nodes
+
+
+def existing_nodes() -> dict[int, str]:
+    """{index: name} of the lab node containers that exist, running or not."""
+    names = docker("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}").stdout.split()
+    found = {node_index(n): n for n in names}
+    return {i: found[i] for i in sorted(i for i in found if i is not None)}
+
+
+def remove_extra_nodes(count: int, changes: list[str]) -> None:
+    """Workers beyond `count` go, with their Docker volume: `up --nodes N` converges to N."""
+    for index, name in existing_nodes().items():
+        if index >= count:
+            log(f"{name}: not in a {count}-node lab, removing it and its volume")
+            docker("rm", "-f", name)
+            changes.append(f"removed {name}")
+    volumes = docker("volume", "ls", "-q", "--filter", f"label={LABEL}").stdout.split()
+    for vol in volumes:
+        m = re.fullmatch(r"glm53-lab-(spark-[a-z0-9-]+)-docker", vol)
+        index = node_index(m.group(1)) if m else None
+        if index is not None and index >= count:
+            docker("volume", "rm", vol)
+            changes.append(f"removed volume {vol}")
 
 
 def daemon_json(node: Node) -> str:
@@ -297,13 +415,18 @@ def daemon_json(node: Node) -> str:
     ) + "\n"
 
 
-def create_node(node: Node, image: str) -> None:
+def hosts_text(nodes: list[Node]) -> str:
+    """Every lab node's name on its management address, as a site's DNS would resolve it.
+    Kept in /etc/glm53-lab/hosts and merged into /etc/hosts by glm53-lab-hosts at boot and
+    on every `up`, so a resize reaches the running nodes without recreating them."""
+    return "".join(f"{n.mgmt} {n.name}\n" for n in nodes)
+
+
+def create_node(node: Node, image: str, lab: list[Node]) -> None:
     run_args = [
         "create", "--name", node.name, "--hostname", node.name,
         "--label", LABEL, "--label", f"glm53-lab.image={image}",
         "--network", "glm53-lab-mgmt", "--ip", node.mgmt,
-        # Names resolve to management addresses, as a site's DNS would.
-        "--add-host", f"{HEAD.name}:{HEAD.mgmt}", "--add-host", f"{WORKER.name}:{WORKER.mgmt}",
         # --privileged is refused here (CAP_SYS_RESOURCE is outside the bounding set);
         # this set runs systemd as PID 1 and an inner dockerd.
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
@@ -321,9 +444,14 @@ def create_node(node: Node, image: str) -> None:
         docker("network", "connect", "--ip", getattr(node, attr), net, node.name)
     # Per-node files go in before first boot, so services start with them.
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "daemon.json"
-        path.write_text(daemon_json(node))
-        docker("cp", str(path), f"{node.name}:/etc/docker/daemon.json")
+        for name, content, dest in (
+            ("daemon.json", daemon_json(node), "/etc/docker/daemon.json"),
+            ("hosts", hosts_text(lab), "/etc/glm53-lab/hosts"),
+        ):
+            path = Path(tmp) / name
+            path.write_text(content)
+            path.chmod(0o644)
+            docker("cp", str(path), f"{node.name}:{dest}")
     docker("start", node.name)
 
 
@@ -342,16 +470,18 @@ def wait_booted(node: Node, timeout: int = 120) -> None:
     raise LabError(f"{node.name}: systemd did not finish booting in {timeout}s (state: {state or 'unknown'})")
 
 
-def ensure_node(node: Node, image: str, changes: list[str]) -> None:
+def ensure_node(node: Node, image: str, lab: list[Node]) -> list[str]:
+    """Create, recreate or start one node and wait for it; returns what changed."""
+    changes: list[str] = []
     info = inspect("container", node.name)
     if info is not None and (info["Config"]["Labels"] or {}).get("glm53-lab.image") != image:
         log(f"{node.name}: image changed, recreating the container (its Docker volume is kept)")
         docker("rm", "-f", node.name)
-        create_node(node, image)
+        create_node(node, image, lab)
         changes.append(f"recreated {node.name} on {image}")
     elif info is None:
         log(f"{node.name}: creating")
-        create_node(node, image)
+        create_node(node, image, lab)
         changes.append(f"created {node.name}")
     else:
         nets = info["NetworkSettings"]["Networks"]
@@ -361,7 +491,7 @@ def ensure_node(node: Node, image: str, changes: list[str]) -> None:
         if wrong:
             log(f"{node.name}: network attachments are wrong, recreating it")
             docker("rm", "-f", node.name)
-            create_node(node, image)
+            create_node(node, image, lab)
             changes.append(f"recreated {node.name} (networks)")
         elif not info["State"]["Running"]:
             log(f"{node.name}: starting")
@@ -371,6 +501,12 @@ def ensure_node(node: Node, image: str, changes: list[str]) -> None:
     renamed = node_exec(node.name, "/usr/local/sbin/glm53-lab-netnames").stdout.strip()
     if renamed:
         changes.append(f"{node.name}: {renamed}")
+    # Names of the lab's nodes: rewritten when the lab is resized.
+    hosts_changed = write_if_changed(node.name, "/etc/glm53-lab/hosts", hosts_text(lab), "root", "0644")
+    synced = node_exec(node.name, "/usr/local/sbin/glm53-lab-hosts").stdout.strip()
+    if hosts_changed or synced:
+        changes.append(f"{node.name}: lab names in /etc/hosts")
+    return changes
 
 
 def write_if_changed(node: str, path: str, content: str, owner: str, mode: str) -> bool:
@@ -385,40 +521,52 @@ def host_key(node: Node) -> str:
     return node_exec(node.name, "cut -d' ' -f1,2 /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
 
 
-def ensure_keys(changes: list[str]) -> None:
+def per_node(fn, lab: list[Node]) -> list[str]:
+    """fn(node) -> [changes] on every node at once (node work is mostly waiting on docker
+    exec and boots); changes come back in node order, and the first error is raised."""
+    with ThreadPoolExecutor(max_workers=MAX_NODES) as pool:
+        return [c for node_changes in pool.map(fn, lab) for c in node_changes]
+
+
+def ensure_keys(lab: list[Node], changes: list[str]) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "glm53-lab-controller", "-f", str(KEY)])
         changes.append(f"generated {KEY.relative_to(REPO)}")
     controller_pub = KEY.with_suffix(".pub").read_text().strip()
+    head = lab[0]
 
-    # spark@spark-head -> spark@spark-worker, passwordless and BatchMode, as the kit requires.
+    # spark@spark-head -> spark@<every worker>, passwordless and BatchMode, as the kit requires.
     head_key = "/home/spark/.ssh/id_ed25519"
-    if node_exec(HEAD.name, f"test -f {head_key}", check=False).returncode != 0:
-        node_exec(HEAD.name, f"ssh-keygen -q -t ed25519 -N '' -C spark@spark-head -f {head_key}", user="spark")
+    if node_exec(head.name, f"test -f {head_key}", check=False).returncode != 0:
+        node_exec(head.name, f"ssh-keygen -q -t ed25519 -N '' -C spark@spark-head -f {head_key}", user="spark")
         changes.append("generated spark@spark-head key")
-    head_pub = node_exec(HEAD.name, f"cat {head_key}.pub").stdout.strip()
+    head_pub = node_exec(head.name, f"cat {head_key}.pub").stdout.strip()
 
-    for node in NODES:
+    def authorize(node: Node) -> list[str]:
+        done = []
         for user in ("spark", "admin"):
-            keys = [controller_pub] + ([head_pub] if node is WORKER and user == "spark" else [])
+            keys = [controller_pub] + ([head_pub] if not node.is_head and user == "spark" else [])
             if write_if_changed(node.name, f"/home/{user}/.ssh/authorized_keys", "\n".join(keys) + "\n", user, "0600"):
-                changes.append(f"{node.name}: authorized_keys of {user}")
+                done.append(f"{node.name}: authorized_keys of {user}")
+        return done
+
+    changes += per_node(authorize, lab)
 
     # Host keys: every name and address a node is reached by, for the controller and the head.
-    lines = []
-    for node in NODES:
-        lines.append(f"{node.name},{','.join(node.addresses)} {host_key(node)}")
+    with ThreadPoolExecutor(max_workers=MAX_NODES) as pool:
+        host_keys = list(pool.map(host_key, lab))
+    lines = [f"{node.name},{','.join(node.addresses)} {key}" for node, key in zip(lab, host_keys)]
     known = "\n".join(lines) + "\n"
     if not KNOWN_HOSTS.exists() or KNOWN_HOSTS.read_text() != known:
         KNOWN_HOSTS.write_text(known)
         changes.append(f"wrote {KNOWN_HOSTS.relative_to(REPO)}")
-    worker_line = lines[1] + "\n"
-    if write_if_changed(HEAD.name, "/home/spark/.ssh/known_hosts", worker_line, "spark", "0644"):
-        changes.append("spark-head: known_hosts of spark")
+    workers_known = "".join(line + "\n" for line in lines[1:])
+    if write_if_changed(head.name, "/home/spark/.ssh/known_hosts", workers_known, "spark", "0644"):
+        changes.append(f"{head.name}: known_hosts of spark")
 
 
-def ensure_busybox(node: Node, changes: list[str]) -> None:
+def ensure_busybox(node: Node) -> list[str]:
     """A tiny image in the node's own engine for tests (`docker run --gpus all glm53-lab/busybox true`)."""
     script = r"""
 set -e
@@ -432,7 +580,8 @@ tar -C "$tmp" -c . | docker import -c 'CMD ["/bin/sh"]' -c 'LABEL glm53-lab=1' -
 echo imported
 """
     if node_exec(node.name, script, timeout=180).stdout.strip():
-        changes.append(f"{node.name}: imported glm53-lab/busybox into its engine")
+        return [f"{node.name}: imported glm53-lab/busybox into its engine"]
+    return []
 
 
 def ssh_cmd(user: str, node: Node, *command: str) -> list[str]:
@@ -456,18 +605,91 @@ def check_ssh(node: Node) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------- inventory
+
+
+def inventory_path(count: int) -> Path:
+    """lab/inventory (committed) for the two-node lab, lab/.state/inventory-<N> otherwise."""
+    return INVENTORY if count == DEFAULT_NODES else STATE / f"inventory-{count}"
+
+
+def inventory_files(lab: list[Node]) -> dict[str, str]:
+    """{relative path: content} of the generated inventory of `lab` (group_vars is a link)."""
+    count = len(lab)
+    header = f"---\n# Generated by `lab/spark_lab.py up --nodes {count}`, rewritten by every `up`: do not edit.\n"
+    workers = "".join(f"        {n.name}:\n" for n in lab[1:])
+    files = {
+        "hosts.yml": header
+        + f"# A {count}-node Spark lab: the groups of lab/inventory/ (and its group_vars).\n"
+        + "sparks:\n  children:\n    spark_head:\n      hosts:\n"
+        + f"        {lab[0].name}:\n"
+        + "    spark_workers:\n"
+        + ("      hosts:\n" + workers if workers else "      hosts: {}\n"),
+    }
+    for n in lab:
+        files[f"host_vars/{n.name}.yml"] = (
+            header
+            + "# Management address on glm53-lab-mgmt (the controller's SSH target).\n"
+            + f"ansible_host: {n.mgmt}\n"
+            + "# The node's IPv4 on enp1s0f1np1 (glm53-lab-link1); the head's is the kit's HEAD_IP.\n"
+            + f"glm53_link_address: {n.link1}\n"
+            + "# The lab key and known_hosts are in lab/.state, this inventory's parent.\n"
+            + 'glm53_lab_state_dir: "{{ inventory_dir }}/.."\n'
+        )
+    return files
+
+
+def ensure_inventory(lab: list[Node], changes: list[str]) -> Path:
+    """The inventory of a `len(lab)`-node lab; generated ones of other sizes are removed."""
+    path = inventory_path(len(lab))
+    for stale in sorted(STATE.glob("inventory-*")):
+        if stale != path:
+            shutil.rmtree(stale)
+            changes.append(f"removed {stale.relative_to(REPO)}")
+    if path == INVENTORY:
+        return path
+    wrote = False
+    for rel, content in inventory_files(lab).items():
+        f = path / rel
+        if not f.is_file() or f.read_text() != content:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(content)
+            wrote = True
+    group_vars = path / "group_vars"
+    target = os.path.relpath(INVENTORY / "group_vars", path)
+    if not group_vars.is_symlink() or os.readlink(group_vars) != target:
+        if group_vars.is_symlink() or group_vars.is_file():
+            group_vars.unlink()
+        elif group_vars.exists():
+            shutil.rmtree(group_vars)
+        group_vars.symlink_to(target)
+        wrote = True
+    if wrote:
+        changes.append(f"wrote {path.relative_to(REPO)}")
+    return path
+
+
 # ------------------------------------------------------------------------- public
 
 
 @dataclass
 class Lab:
-    """What tests get from the `lab` fixture."""
+    """What `up()` returns and the `lab`/`lab4` fixtures yield."""
 
     inventory: str = str(INVENTORY)
     key: str = str(KEY)
     known_hosts: str = str(KNOWN_HOSTS)
+    # name -> Node, head first, then spark-worker, spark-worker-2, ...
     nodes: dict = field(default_factory=lambda: {n.name: n for n in NODES})
     changes: list = field(default_factory=list)
+
+    @property
+    def head(self) -> Node:
+        return next(iter(self.nodes.values()))
+
+    @property
+    def workers(self) -> list[Node]:
+        return list(self.nodes.values())[1:]
 
     def exec(self, node: str, script: str, user: str = "root", check: bool = True, input=None):
         return node_exec(node, script, user=user, check=check, input=input)
@@ -482,7 +704,11 @@ def locked():
         yield
 
 
-def up() -> Lab:
+def up(nodes: int | None = None) -> Lab:
+    """Create, repair or resize the lab to exactly `nodes` nodes (default $GLM53_LAB_NODES,
+    else 2) and return it. Idempotent: a rerun changes nothing and says so."""
+    count = node_count(nodes)
+    lab = lab_nodes(count)
     changes: list[str] = []
     t0 = time.time()
     with locked():
@@ -490,23 +716,25 @@ def up() -> Lab:
         ensure_engine(changes)
         image, base = ensure_images(changes)
         ensure_networks(changes)
-        for node in NODES:
-            ensure_node(node, image, changes)
-        ensure_keys(changes)
-        for node in NODES:
-            ensure_busybox(node, changes)
+        ensure_cable_rules(changes)
+        remove_extra_nodes(count, changes)
+        changes += per_node(lambda node: ensure_node(node, image, lab), lab)
+        ensure_keys(lab, changes)
+        changes += per_node(ensure_busybox, lab)
+        inventory = ensure_inventory(lab, changes)
         # Builds of older recipes, now that no node runs on them.
         drop_other_tags("glm53-lab/node", image)
         drop_other_tags("glm53-lab/node-base", base)
-        problems = [p for p in (check_ssh(n) for n in NODES) if p]
+        problems = [p for p in (check_ssh(n) for n in lab) if p]
         if problems:
             raise LabError("lab is up but SSH does not work:\n" + "\n".join(problems))
     if changes:
         log(f"changed {len(changes)}: " + "; ".join(changes))
     else:
-        log("nothing to change: the lab was already up and healthy")
-    log(f"ready in {time.time() - t0:.0f}s; inventory: {INVENTORY.relative_to(REPO)}  (ansible-playbook -i {INVENTORY.relative_to(REPO)} ...)")
-    return Lab(changes=changes)
+        log(f"nothing to change: the {count}-node lab was already up and healthy")
+    rel = inventory.relative_to(REPO)
+    log(f"{count}-node lab ready in {time.time() - t0:.0f}s; inventory: {rel}  (ansible-playbook -i {rel} ...)")
+    return Lab(inventory=str(inventory), nodes={n.name: n for n in lab}, changes=changes)
 
 
 def down() -> None:
@@ -525,57 +753,88 @@ def down() -> None:
                 rm = ["rm", "-f"] if kind == "container" else [kind, "rm"]
                 docker(*rm, *ids)
                 removed.append(f"{len(ids)} {kind}(s)")
+        remove_cable_rules()
         if KNOWN_HOSTS.exists():
             KNOWN_HOSTS.unlink()  # host keys die with the containers
+        for generated in STATE.glob("inventory-*"):
+            shutil.rmtree(generated)  # so do the nodes they list
         log("removed " + (", ".join(removed) if removed else "nothing (no lab found)") + "; images kept as cache")
 
 
-def status() -> bool:
+def node_health(node: Node, lab: list[Node]) -> tuple[bool, list[str]]:
+    """(healthy, report lines) of one node."""
+    info = inspect("container", node.name)
+    if info is None or not info["State"]["Running"]:
+        return False, [f"{node.name}: container {'missing' if info is None else 'stopped'}"]
+    checks = []
+    systemd = node_exec(node.name, "systemctl is-system-running", check=False).stdout.strip()
+    checks.append(("systemd", systemd, systemd == "running"))
+    ver = node_exec(node.name, "docker info --format '{{.ServerVersion}} {{.Driver}}'", user="spark", check=False, timeout=30)
+    checks.append(("docker (as spark)", ver.stdout.strip() or ver.stderr.strip()[:60], ver.returncode == 0))
+    for dev in LINK_NETDEVS.values():
+        out = node_exec(node.name, f"ip -j addr show dev {dev}", check=False)
+        ok, desc = False, "missing"
+        if out.returncode == 0:
+            d = json.loads(out.stdout)[0]
+            addrs = [a["local"] for a in d.get("addr_info", []) if a.get("family") == "inet"]
+            desc = f"{d['operstate']} mtu {d['mtu']} {','.join(addrs) or 'no IPv4'}"
+            ok = d["operstate"] == "UP" and d["mtu"] == 9000 and bool(addrs)
+        checks.append((dev, desc, ok))
+    err = check_ssh(node) if KEY.exists() and KNOWN_HOSTS.exists() else "no lab key/known_hosts"
+    checks.append(("ssh spark/admin", "ok" if err is None else err, err is None))
+    if node.is_head:
+        for worker in lab[1:]:
+            proc = node_exec(node.name, f"ssh -o BatchMode=yes -o ConnectTimeout=5 {worker.link1} true", user="spark", check=False)
+            checks.append((f"ssh spark -> {worker.name} ({worker.link1})", "ok" if proc.returncode == 0 else proc.stderr.strip()[:80], proc.returncode == 0))
+    node_ok = all(c[2] for c in checks)
+    lines = [f"{node.name}: {'healthy' if node_ok else 'UNHEALTHY'}"]
+    lines += [f"  {'ok ' if ok else 'BAD'} {name}: {desc}" for name, desc, ok in checks]
+    return node_ok, lines
+
+
+def status(nodes: int | None = None) -> bool:
+    """Print per-node health; True when every node of the lab is healthy. Checks `nodes`
+    nodes (or $GLM53_LAB_NODES) when given, else the nodes that exist."""
     if not engine_answers():
         print("controller: no Docker engine answers (run `make lab-up`)")
         return False
+    existing = existing_nodes()
+    if nodes is not None or os.environ.get(NODES_ENV):
+        count = node_count(nodes)
+    else:
+        count = max(existing) + 1 if existing else DEFAULT_NODES
+    lab = lab_nodes(count)
+    with ThreadPoolExecutor(max_workers=MAX_NODES) as pool:
+        results = list(pool.map(lambda n: node_health(n, lab), lab))
     healthy = True
-    for node in NODES:
-        info = inspect("container", node.name)
-        checks = []
-        if info is None or not info["State"]["Running"]:
-            print(f"{node.name}: container {'missing' if info is None else 'stopped'}")
-            healthy = False
-            continue
-        systemd = node_exec(node.name, "systemctl is-system-running", check=False).stdout.strip()
-        checks.append(("systemd", systemd, systemd == "running"))
-        ver = node_exec(node.name, "docker info --format '{{.ServerVersion}} {{.Driver}}'", user="spark", check=False)
-        checks.append(("docker (as spark)", ver.stdout.strip() or ver.stderr.strip()[:60], ver.returncode == 0))
-        for net, dev in LINK_NETDEVS.items():
-            out = node_exec(node.name, f"ip -j addr show dev {dev}", check=False)
-            ok, desc = False, "missing"
-            if out.returncode == 0:
-                d = json.loads(out.stdout)[0]
-                addrs = [a["local"] for a in d.get("addr_info", []) if a.get("family") == "inet"]
-                desc = f"{d['operstate']} mtu {d['mtu']} {','.join(addrs) or 'no IPv4'}"
-                ok = d["operstate"] == "UP" and d["mtu"] == 9000 and bool(addrs)
-            checks.append((dev, desc, ok))
-        err = check_ssh(node) if KEY.exists() and KNOWN_HOSTS.exists() else "no lab key/known_hosts"
-        checks.append(("ssh spark/admin", "ok" if err is None else err, err is None))
-        node_ok = all(c[2] for c in checks)
+    for node_ok, lines in results:
         healthy &= node_ok
-        print(f"{node.name}: {'healthy' if node_ok else 'UNHEALTHY'}")
-        for name, desc, ok in checks:
-            print(f"  {'ok ' if ok else 'BAD'} {name}: {desc}")
+        print("\n".join(lines))
+    for index, name in existing.items():
+        if index >= count:
+            print(f"{name}: extra node, not part of a {count}-node lab (`up --nodes {count}` removes it)")
+            healthy = False
+    print(f"{count}-node lab: {'healthy' if healthy else 'UNHEALTHY'}; inventory: {inventory_path(count).relative_to(REPO)}")
     return healthy
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "inventory"])
+    parser.add_argument(
+        "--nodes", type=int, default=None,
+        help=f"lab size: one head and N-1 workers, 1 to {MAX_NODES} (default ${NODES_ENV}, else {DEFAULT_NODES})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            up()
+            up(args.nodes)
         elif args.command == "down":
             down()
+        elif args.command == "inventory":
+            print(inventory_path(node_count(args.nodes)).relative_to(REPO))
         else:
-            return 0 if status() else 1
+            return 0 if status(args.nodes) else 1
     except LabError as exc:
         print(f"[lab] ERROR: {exc}", file=sys.stderr)
         return 1

@@ -1,10 +1,13 @@
-"""End-to-end harness on the two-node Spark lab (lab/README.md).
+"""End-to-end harness on the Spark lab (lab/README.md).
 
 Fixtures:
-  lab            session: brings the lab up once (same code as `make lab-up`)
+  lab            session: brings the two-node lab up once (same code as `make lab-up`)
+  lab4           session: the four-node lab (spark-head, spark-worker, spark-worker-2,
+                 spark-worker-3); back to two nodes when the session ends
   run_playbook   run_playbook(playbook, extravars=None, limit=None, tags=None,
-                 ident=None, expect_success=True) -> RunResult, through
-                 ansible_runner.run with the layout of runner/ (what operators copy)
+                 ident=None, expect_success=True, inventory=None) -> RunResult, through
+                 ansible_runner.run with the layout of runner/ (what operators copy);
+                 inventory defaults to the two-node lab/inventory (pass lab4.inventory)
   assert_idempotent  assert_idempotent(playbook, **kw): two runs, second changes nothing
 
 Every run keeps its private data dir and artifacts under tests/output/runner/<ident>.
@@ -42,8 +45,18 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def lab():
-    """The running lab: inventory path, node names, `exec` into a node as root."""
-    return spark_lab.up()
+    """The running two-node lab: inventory path, nodes, `exec` into a node as root."""
+    return spark_lab.up(nodes=2)
+
+
+@pytest.fixture(scope="session")
+def lab4(lab):
+    """The four-node lab (one head, three workers on the same link subnets). Depends on
+    `lab` so the two-node lab is set up first and never resized under it later; the two
+    extra workers stay until the session ends (tests on the two-node inventory do not
+    see them), then the lab converges back to two nodes."""
+    yield spark_lab.up(nodes=4)
+    spark_lab.up(nodes=2)
 
 
 class RunResult:
@@ -160,6 +173,7 @@ class PlaybookRunner:
         expect_success=True,
         cmdline=None,
         verbosity=0,
+        inventory=None,
     ) -> RunResult:
         import ansible_runner  # only integration runs need it
 
@@ -172,7 +186,8 @@ class PlaybookRunner:
         private = OUTPUT / run_id
         if private.exists():
             shutil.rmtree(private)
-        # Same layout as runner/: env/ copied, project is the checkout, inventory the lab's.
+        # Same layout as runner/: env/ copied, project is the checkout, inventory the lab's
+        # (`inventory` may be a path or a Lab, e.g. lab4).
         shutil.copytree(RUNNER_TEMPLATE / "env", private / "env")
 
         args = []
@@ -192,7 +207,7 @@ class PlaybookRunner:
             private_data_dir=str(private),
             project_dir=str(REPO),
             playbook=str(playbook_path),
-            inventory=str(self.inventory),
+            inventory=str(getattr(inventory, "inventory", inventory) or self.inventory),
             extravars=extravars or {},
             envvars=envvars,
             limit=limit,

@@ -8,10 +8,12 @@ exit; `undo()` may also be called early, and running it twice is harmless.
 
 They act as root inside the node containers through `docker exec`, never through
 the roles under test, so a fault cannot be "fixed" by the code that should detect it.
+Every helper takes any lab node name (spark-head, spark-worker, spark-worker-<N>).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shlex
 import subprocess
@@ -25,15 +27,23 @@ import spark_lab  # noqa: E402  pylint: disable=wrong-import-position
 
 HEAD = "spark-head"
 WORKER = "spark-worker"
-NODES = (HEAD, WORKER)
+NODES = (HEAD, WORKER)  # the default two-node lab; any lab node name is accepted below
 GPU_STATE = "/etc/glm53-lab/gpu.json"
+LINKS = "/etc/glm53-lab/links.json"
+HANG = "/etc/glm53-lab/hang"
+HANGABLE = ("nvidia-smi", "ibdev2netdev", "nvidia-ctk")
 
 
 def sh(node: str, script: str, check: bool = True, user: str = "root", input: str | None = None) -> subprocess.CompletedProcess:
     """Run a bash script in a node (the lab tool's own `docker exec`); raise with its output when `check` and it fails."""
-    if node not in NODES:
-        raise ValueError(f"unknown lab node {node!r}; expected one of {NODES}")
+    if spark_lab.node_index(node) is None:
+        raise ValueError(f"unknown lab node {node!r}; expected spark-head, spark-worker or spark-worker-<N>")
     return spark_lab.node_exec(node, script, user=user, check=check, input=input)
+
+
+def _nodes(nodes) -> list[str]:
+    """A node name or an iterable of them, as a list."""
+    return [nodes] if isinstance(nodes, str) else list(nodes)
 
 
 def _q(value) -> str:
@@ -152,25 +162,26 @@ class stop_dockerd(Fault):  # noqa: N801
 
 
 class break_worker_ssh(Fault):  # noqa: N801
-    """Remove the head's key from spark@spark-worker's authorized_keys, so
-    `ssh -o BatchMode=yes spark-worker` from the head fails like a missing
+    """Remove the head's key from spark@<worker>'s authorized_keys, so
+    `ssh -o BatchMode=yes <worker>` from the head fails like a missing
     ssh-copy-id. Undo restores the file byte for byte."""
 
     KEYS = "/home/spark/.ssh/authorized_keys"
     SAVED = "/home/spark/.ssh/.authorized_keys.glm53-lab-fault"
 
-    def __init__(self):
+    def __init__(self, worker: str = WORKER):
         super().__init__()
+        self.worker = worker
 
     def _apply(self):
         head_key = sh(HEAD, "cut -d' ' -f1,2 /home/spark/.ssh/id_ed25519.pub").stdout.strip()
         sh(
-            WORKER,
+            self.worker,
             f"cp -p {self.KEYS} {self.SAVED} && grep -vF {_q(head_key)} {self.SAVED} > {self.KEYS} || true",
         )
 
     def _undo(self):
-        sh(WORKER, f"if [ -f {self.SAVED} ]; then mv -f {self.SAVED} {self.KEYS}; fi")
+        sh(self.worker, f"if [ -f {self.SAVED} ]; then mv -f {self.SAVED} {self.KEYS}; fi")
 
 
 class small_disk(Fault):  # noqa: N801
@@ -270,3 +281,261 @@ class kill_container(Fault):  # noqa: N801
             f"state=$(docker inspect -f '{{{{.State.Running}}}}' {n} 2>/dev/null) || exit 0; "
             f"[ \"$state\" = true ] || docker start {n} >/dev/null",
         )
+
+
+class block_port(Fault):  # noqa: N801
+    """A host firewall on `node` that silently drops inbound TCP to `port` (on `netdev`
+    only when given, e.g. the head's link netdev), so a connect from a peer hangs
+    until its timeout, as behind a real DROP rule. Undo deletes the rule."""
+
+    def __init__(self, node: str, port: int, netdev: str | None = None):
+        super().__init__()
+        self.node = node
+        self.rule = f"INPUT {'-i ' + _q(netdev) + ' ' if netdev else ''}-p tcp --dport {int(port)} -j DROP"
+
+    def _apply(self):
+        sh(self.node, f"iptables -w -I {self.rule}")
+
+    def _undo(self):
+        sh(self.node, f"while iptables -w -C {self.rule} 2>/dev/null; do iptables -w -D {self.rule}; done")
+
+
+class hang_tool(Fault):  # noqa: N801
+    """Make a simulated vendor tool (nvidia-smi, ibdev2netdev, nvidia-ctk) wedge: every
+    call from now on never returns (a signal, e.g. from `timeout`, still ends it), like a
+    driver call stuck in the kernel. Through the simulators' hang switch, a line per
+    tool in /etc/glm53-lab/hang. Undo removes the line and ends the calls still hung."""
+
+    def __init__(self, node: str, tool: str):
+        super().__init__()
+        if tool not in HANGABLE:
+            raise ValueError(f"hang_tool: {tool!r} has no hang switch; expected one of {HANGABLE}")
+        self.node, self.tool = node, tool
+
+    def _apply(self):
+        sh(self.node, f"echo {_q(self.tool)} >> {HANG} && chmod 0644 {HANG}")
+
+    def _undo(self):
+        sh(
+            self.node,
+            f"if [ -f {HANG} ]; then grep -vxF {_q(self.tool)} {HANG} > {HANG}.tmp || true; "
+            f"if [ -s {HANG}.tmp ]; then mv -f {HANG}.tmp {HANG}; else rm -f {HANG} {HANG}.tmp; fi; fi; "
+            # The simulator execs `sleep` under this name when it wedges.
+            f"pkill -x -f {_q('glm53-lab-hung:' + self.tool + ' infinity')} || true",
+        )
+
+
+class freeze_dockerd(Fault):  # noqa: N801
+    """SIGSTOP the node's dockerd and containerd: the socket still accepts connections,
+    so `docker ps` (and the Docker modules) wedge instead of failing, as with a hung
+    engine. Running containers keep running (their shims are not stopped). Undo SIGCONTs
+    the same processes."""
+
+    def __init__(self, node: str):
+        super().__init__()
+        self.node = node
+        self.pids: list[str] = []
+
+    def _apply(self):
+        self.pids = sh(self.node, "pidof dockerd containerd").stdout.split()
+        if not self.pids:
+            raise RuntimeError(f"{self.node}: no dockerd/containerd process to freeze")
+        sh(self.node, "kill -STOP " + " ".join(self.pids))
+
+    def _undo(self):
+        sh(self.node, "kill -CONT " + " ".join(self.pids) + " 2>/dev/null || true")
+
+
+KHO_RELEASE = "7.0.0-1019-nvidia"
+KHO_CMA_FREE_KIB = 10171136  # about 9.7 GiB, as the affected kernel reports it
+
+
+def meminfo_with_cma(meminfo: str, cma_total_kib: int, cma_free_kib: int) -> str:
+    """/proc/meminfo text with CmaTotal/CmaFree set, added where the kernel prints them
+    (after FilePmdMapped, before Unaccepted/HugePages_*) when the live kernel has no CMA."""
+    values = {"CmaTotal": int(cma_total_kib), "CmaFree": int(cma_free_kib)}
+    lines = meminfo.splitlines()
+    fmt = {k: f"{k + ':':<16}{v:>8} kB" for k, v in values.items()}
+    out, seen = [], set()
+    for line in lines:
+        key = line.split(":", 1)[0]
+        if key in values:
+            out.append(fmt[key])
+            seen.add(key)
+        else:
+            out.append(line)
+    missing = [fmt[k] for k in values if k not in seen]
+    if missing:
+        at = next((i for i, line in enumerate(out) if line.startswith(("Unaccepted:", "HugePages_Total:"))), len(out))
+        out[at:at] = missing
+    return "\n".join(out) + "\n"
+
+
+class kernel_kho(Fault):  # noqa: N801
+    """The known-bad kernel state: 7.0.0-1019-nvidia with kexec handover (KHO) on, whose
+    tell is CmaFree larger than CmaTotal in /proc/meminfo (about 9.7 GiB against 0).
+
+    Bind-mounts files over /proc/sys/kernel/osrelease (the release), /proc/version (the
+    release in it replaced) and /proc/meminfo (a snapshot of the live one with CmaTotal
+    and CmaFree set, added when missing), and with `cmdline_kho_off` over /proc/cmdline
+    (the live one plus ` kho=off`). Every process of the node sees them, `spark` over SSH
+    included; the meminfo figures are frozen at the snapshot while the fault lasts.
+    The uname(2) syscall (`uname -r`, Ansible's ansible_kernel fact) cannot be changed
+    from inside a container and still reports the controller's kernel.
+    Undo unmounts them and removes the copies."""
+
+    DIR = "/run/glm53-lab/kernel_kho"
+
+    def __init__(self, node: str, cmdline_kho_off: bool = False, release: str = KHO_RELEASE,
+                 cma_total_kib: int = 0, cma_free_kib: int = KHO_CMA_FREE_KIB):
+        super().__init__()
+        self.node, self.cmdline_kho_off, self.release = node, bool(cmdline_kho_off), release
+        self.cma_total_kib, self.cma_free_kib = int(cma_total_kib), int(cma_free_kib)
+        self.mounted: list[str] = []
+
+    def _put(self, name: str, content: str, target: str):
+        path = f"{self.DIR}/{name}"
+        sh(self.node, f"install -m 0444 /dev/stdin {path}", input=content)
+        sh(self.node, f"mount --bind {path} {target}")
+        self.mounted.append(target)
+
+    def _apply(self):
+        sh(self.node, f"install -d -m 0755 {self.DIR}")
+        live_release = sh(self.node, "cat /proc/sys/kernel/osrelease").stdout.strip()
+        self._put("osrelease", self.release + "\n", "/proc/sys/kernel/osrelease")
+        version = sh(self.node, "cat /proc/version").stdout.replace(live_release, self.release)
+        self._put("version", version, "/proc/version")
+        meminfo = meminfo_with_cma(sh(self.node, "cat /proc/meminfo").stdout, self.cma_total_kib, self.cma_free_kib)
+        self._put("meminfo", meminfo, "/proc/meminfo")
+        if self.cmdline_kho_off:
+            cmdline = sh(self.node, "cat /proc/cmdline").stdout.rstrip("\n") + " kho=off\n"
+            self._put("cmdline", cmdline, "/proc/cmdline")
+
+    def _undo(self):
+        for target in reversed(self.mounted):
+            sh(self.node, f"umount {target}")
+        self.mounted = []
+        sh(self.node, f"rm -rf {self.DIR}")
+
+
+def _inet(node: str, netdev: str) -> list[dict]:
+    """IPv4 addresses of `netdev` in the kernel's order (`ip addr` lists them so)."""
+    info = json.loads(sh(node, f"ip -j -4 addr show dev {_q(netdev)}").stdout or "[]")
+    return [a for dev in info for a in dev.get("addr_info", []) if a.get("family") == "inet"]
+
+
+def _add_args(addr: dict) -> str:
+    """`ip addr add` arguments that recreate an address as `ip -j addr` reported it."""
+    args = f"{addr['local']}/{addr['prefixlen']}"
+    if addr.get("broadcast"):
+        args += f" broadcast {addr['broadcast']}"
+    return args + f" scope {addr.get('scope', 'global')}"
+
+
+def _set_inet(node: str, netdev: str, addrs: list[dict]):
+    """Make `netdev` carry exactly `addrs`, in that order."""
+    sh(node, f"ip -4 addr flush dev {_q(netdev)}")
+    for a in addrs:
+        sh(node, f"ip addr add {_add_args(a)} dev {_q(netdev)}")
+
+
+def _link_local(address: str) -> dict:
+    ip = ipaddress.ip_interface(address if "/" in address else address + "/16")
+    if ip.ip not in ipaddress.ip_network("169.254.0.0/16") or ip.network.prefixlen != 16:
+        raise ValueError(f"expected an IPv4 link-local address in 169.254.0.0/16, found {address!r}")
+    # As IPv4LL (systemd-networkd, avahi-autoipd) adds it: scope link.
+    return {"local": str(ip.ip), "prefixlen": 16, "broadcast": "169.254.255.255", "scope": "link"}
+
+
+class link_local_first(Fault):  # noqa: N801
+    """Put a 169.254.x.y/16 link-local IPv4 on `netdev`, listed BEFORE its static
+    address, as NVIDIA's older netplan (link-local: [ipv4]) leaves a CX7 port: a tool
+    that takes the first IPv4 of the netdev gets the link-local one. Undo restores the
+    original addresses in their original order."""
+
+    def __init__(self, node: str, netdev: str, address: str = "169.254.10.10"):
+        super().__init__()
+        self.node, self.netdev, self.address = node, netdev, _link_local(address)
+        self.original: list[dict] = []
+
+    def _apply(self):
+        self.original = _inet(self.node, self.netdev)
+        _set_inet(self.node, self.netdev, [self.address] + self.original)
+
+    def _undo(self):
+        _set_inet(self.node, self.netdev, self.original)
+
+
+def link_local_address(node: str, netdev: str) -> str:
+    """The 169.254/16 address link_local_only gives `node` on `netdev` by default:
+    169.254.<1 or 2 by link>.<10 + node index>, distinct per node, same /16."""
+    link = 2 if netdev.startswith("enP2") else 1
+    return f"169.254.{link}.{10 + spark_lab.node_index(node)}"
+
+
+class link_local_only(Fault):  # noqa: N801
+    """Replace every given node's IPv4 on `netdev` by a 169.254/16 link-local one
+    (distinct per node, same /16; `addresses` {node: address} to choose them), as a port
+    left to IPv4LL with no static address. Undo restores each node's original addresses
+    in their original order."""
+
+    def __init__(self, nodes, netdev: str, addresses: dict | None = None):
+        super().__init__()
+        self.nodes, self.netdev = _nodes(nodes), netdev
+        chosen = addresses or {}
+        self.addresses = {n: _link_local(chosen.get(n) or link_local_address(n, netdev)) for n in self.nodes}
+        self.original: dict[str, list[dict]] = {}
+
+    def _apply(self):
+        for node in self.nodes:
+            self.original[node] = _inet(node, self.netdev)
+            _set_inet(node, self.netdev, [self.addresses[node]])
+
+    def _undo(self):
+        for node, addrs in self.original.items():
+            _set_inet(node, self.netdev, addrs)
+
+
+def swap_cages(links: dict) -> dict:
+    """links.json with the cabling moved to the other function of each CX7: the f0
+    pair takes the f1 pair's cable (and subnet) and the other way round."""
+    out = json.loads(json.dumps(links))
+    by_hca = {link["hca"]: link for link in out["links"]}
+    for a, b in (("rocep1s0f0", "rocep1s0f1"), ("roceP2p1s0f0", "roceP2p1s0f1")):
+        la, lb = by_hca[a], by_hca[b]
+        for key in ("cabled", "subnet"):
+            va, vb = la.pop(key, None), lb.pop(key, None)
+            if vb is not None:
+                la[key] = vb
+            if va is not None:
+                lb[key] = va
+    return out
+
+
+class cable_other_cage(Fault):  # noqa: N801
+    """Cable the other QSFP cage on every given node: enp1s0f0np0 (HCA rocep1s0f0) and
+    enP2p1s0f0np0 (roceP2p1s0f0) become the cabled, Up functions with the link
+    addresses and MTU, and enp1s0f1np1/enP2p1s0f1np1 exist but are Down, without carrier
+    or address. Done the way the lab wires a node: links.json records the cabling and
+    glm53-lab-netnames renames the interfaces (so a node restart keeps it); the RDMA
+    sysfs simulator follows within a second. Undo restores links.json byte for byte and
+    the f1 cabling."""
+
+    def __init__(self, nodes):
+        super().__init__()
+        self.nodes = _nodes(nodes)
+        self.original: dict[str, str] = {}
+
+    def _recable(self, node: str, links_text: str):
+        sh(node, f"cat > {LINKS}.tmp && chmod 0644 {LINKS}.tmp && mv -f {LINKS}.tmp {LINKS}", input=links_text)
+        sh(node, "/usr/local/sbin/glm53-lab-netnames")
+
+    def _apply(self):
+        for node in self.nodes:
+            text = sh(node, f"cat {LINKS}").stdout
+            self.original[node] = text
+            self._recable(node, json.dumps(swap_cages(json.loads(text)), indent=2) + "\n")
+
+    def _undo(self):
+        for node, text in self.original.items():
+            self._recable(node, text)

@@ -3,6 +3,7 @@ and every fault helper undoes what it did (twice is harmless)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -12,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import lab_faults as faults
+from lab_faults import spark_lab
 
 HEALTH = "tests/integration/playbooks/lab_health.yml"
 REPO = Path(__file__).resolve().parents[2]
@@ -240,3 +243,306 @@ def test_kill_container_and_undo(lab):
         assert sh(node, running) == "true\n"
     finally:
         sh(node, "docker rm -f glm53-lab-victim >/dev/null")
+
+
+# ------------------------------------------------- ibdev2netdev follows carrier
+
+
+def test_ibdev2netdev_decides_up_down_from_carrier_not_operstate(lab):
+    """As the real script: Up when /sys/class/net/<dev>/carrier reads 1, whatever
+    operstate says; Down without carrier, and when the read fails (admin down)."""
+    node, uncabled = "spark-worker", "enp1s0f0np0"
+
+    def line(hca):
+        return next(x for x in sh(node, "ibdev2netdev", user="spark").splitlines() if x.startswith(hca + " "))
+
+    peer = sh(node, f"ip -j link show dev {uncabled}")
+    peer = json.loads(peer)[0]["link"]  # the veth's other end, e.g. glm53peer0
+    try:
+        # Link mode dormant: operstate DORMANT, carrier still 1 -> Up.
+        sh(node, f"ip link set dev {LINK2} mode dormant && ip link set {LINK2} down && ip link set {LINK2} up")
+        assert sh(node, f"cat /sys/class/net/{LINK2}/operstate /sys/class/net/{LINK2}/carrier") == "dormant\n1\n"
+        assert line("roceP2p1s0f1") == f"roceP2p1s0f1 port 1 ==> {LINK2} (Up)"
+        # Admin up but the far end down: no carrier -> Down; far end up -> Up.
+        sh(node, f"ip link set {uncabled} up")
+        assert sh(node, f"cat /sys/class/net/{uncabled}/carrier") == "0\n"
+        assert line("rocep1s0f0") == f"rocep1s0f0 port 1 ==> {uncabled} (Down)"
+        sh(node, f"ip link set {peer} up")
+        assert line("rocep1s0f0") == f"rocep1s0f0 port 1 ==> {uncabled} (Up)"
+        assert "port 1 (ACTIVE) ==> enp1s0f0np0 (Up)" in sh(node, "ibdev2netdev -v")
+    finally:
+        sh(node, f"ip link set {peer} down; ip link set {uncabled} down; "
+                 f"ip link set dev {LINK2} mode default && ip link set {LINK2} down && ip link set {LINK2} up")
+    # Admin down: reading carrier fails with EINVAL -> Down.
+    assert faults.sh(node, f"cat /sys/class/net/{uncabled}/carrier", check=False).returncode != 0
+    assert line("rocep1s0f0") == f"rocep1s0f0 port 1 ==> {uncabled} (Down)"
+    assert line("roceP2p1s0f1") == f"roceP2p1s0f1 port 1 ==> {LINK2} (Up)"
+    faults.sh("spark-head", f"ping -M do -s 8972 -c 1 -W 2 -I {LINK2} 198.18.2.11")
+
+
+# ------------------------------------------------------- more fault helpers
+
+
+HANG_CALLS = {
+    "nvidia-smi": "nvidia-smi --query-gpu=name --format=csv,noheader",
+    "ibdev2netdev": "ibdev2netdev",
+    "nvidia-ctk": "nvidia-ctk --version",
+}
+
+
+@pytest.mark.parametrize("tool", faults.HANGABLE)
+def test_hang_tool_wedges_one_tool_and_undo(lab, tool):
+    node = "spark-worker"
+    call = HANG_CALLS[tool]
+    with faults.hang_tool(node, tool) as fault:
+        assert faults.sh(node, f"timeout 3 {call}", user="spark", check=False).returncode == 124
+        # The other tools and the other node still answer.
+        for other, other_call in HANG_CALLS.items():
+            if other != tool:
+                faults.sh(node, f"timeout 10 {other_call} >/dev/null", user="spark")
+        faults.sh("spark-head", f"timeout 10 {call} >/dev/null", user="spark")
+        # A call left hanging in the background (as a timed-out task leaves it).
+        sh(node, f"setsid {call} >/dev/null 2>&1 < /dev/null &", user="spark")
+        assert eventually(lambda: sh(node, "pgrep -c -f '^glm53-lab-hung:' || true").strip() == "1")
+    _undo_twice(fault)
+    faults.sh(node, f"timeout 10 {call} >/dev/null", user="spark")
+    assert sh(node, "pgrep -c -f '^glm53-lab-hung:' || true").strip() == "0"
+    assert sh(node, f"test -e {faults.HANG} && echo present || echo absent") == "absent\n"
+
+
+def test_hang_tool_rejects_a_tool_without_switch(lab):
+    with pytest.raises(ValueError, match="no hang switch"):
+        faults.hang_tool("spark-head", "docker")
+
+
+def test_freeze_dockerd_wedges_docker_and_undo(lab):
+    node = "spark-worker"
+    with faults.freeze_dockerd(node) as fault:
+        assert faults.sh(node, "timeout 3 docker ps", user="spark", check=False).returncode == 124
+        assert sh(node, "ps -o stat= -C dockerd").strip().startswith("T")  # stopped, not gone
+        faults.sh("spark-head", "timeout 10 docker ps >/dev/null", user="spark")
+    _undo_twice(fault)
+    faults.sh(node, "timeout 10 docker ps >/dev/null", user="spark")
+
+
+def _ssh_spark(node_name, command):
+    """As the deploy user over SSH from the controller: the path the roles take."""
+    node = spark_lab.make_node(spark_lab.node_index(node_name))
+    proc = subprocess.run(spark_lab.ssh_cmd("spark", node, command), capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_meminfo_with_cma_sets_or_adds_the_lines():
+    live = "MemTotal:       16303412 kB\nFilePmdMapped:         0 kB\nHugePages_Total:       0\nHugePages_Free:        0\n"
+    out = faults.meminfo_with_cma(live, 0, 10171136)
+    assert out.splitlines()[2:4] == ["CmaTotal:              0 kB", "CmaFree:        10171136 kB"]
+    assert out.splitlines()[4] == "HugePages_Total:       0"
+    again = faults.meminfo_with_cma(out.replace("10171136", "1024"), 524288, 262144)
+    assert [x for x in again.splitlines() if x.startswith("Cma")] == ["CmaTotal:         524288 kB", "CmaFree:          262144 kB"]
+    assert len(again.splitlines()) == len(out.splitlines())
+
+
+def test_kernel_kho_is_what_spark_reads_and_undo(lab):
+    node = "spark-worker"
+    read = "cat /proc/sys/kernel/osrelease; echo ==; cat /proc/meminfo; echo ==; cat /proc/cmdline; echo ==; cat /proc/version"
+
+    def parts():
+        release, meminfo, cmdline, version = _ssh_spark(node, read).split("==\n")
+        return release, dict(line.split(":", 1) for line in meminfo.splitlines()), cmdline, version
+
+    before = parts()
+    assert before[0] != "7.0.0-1019-nvidia\n"
+    with faults.kernel_kho(node, cmdline_kho_off=True) as fault:
+        release, meminfo, cmdline, version = parts()
+        assert release == "7.0.0-1019-nvidia\n"
+        assert meminfo["CmaTotal"].split() == ["0", "kB"] and meminfo["CmaFree"].split() == ["10171136", "kB"]
+        assert set(before[1]) <= set(meminfo)  # the rest is the live file
+        assert cmdline == before[2].rstrip("\n") + " kho=off\n"
+        assert version.startswith("Linux version 7.0.0-1019-nvidia ")
+        # A plain docker exec as spark sees the same; the other node does not.
+        assert sh(node, "cat /proc/sys/kernel/osrelease", user="spark") == "7.0.0-1019-nvidia\n"
+        assert sh("spark-head", "cat /proc/sys/kernel/osrelease") == before[0]
+    _undo_twice(fault)
+    after = parts()
+    assert after[0] == before[0] and after[2] == before[2] and after[3] == before[3]
+    assert set(after[1]) == set(before[1])  # figures move between reads; the fields are the live ones again
+    assert sh(node, "ls -A /run/glm53-lab 2>/dev/null || true") == ""
+
+
+def test_kernel_kho_without_cmdline_leaves_cmdline(lab):
+    node = "spark-head"
+    cmdline = sh(node, "cat /proc/cmdline")
+    with faults.kernel_kho(node):
+        assert sh(node, "cat /proc/cmdline", user="spark") == cmdline
+        assert "CmaFree:        10171136 kB" in sh(node, "cat /proc/meminfo", user="spark")
+    assert "10171136" not in sh(node, "cat /proc/meminfo")
+
+
+def inet(node, netdev, user="root"):
+    """[(address/prefix, scope, broadcast)] of `netdev` in the kernel's order, as `user` sees them."""
+    info = json.loads(sh(node, f"ip -j -4 addr show dev {netdev}", user=user))
+    return [(f"{a['local']}/{a['prefixlen']}", a["scope"], a.get("broadcast")) for d in info for a in d["addr_info"]]
+
+
+def test_link_local_first_and_undo(lab):
+    node = "spark-head"
+    original = inet(node, LINK1)
+    assert [a[:2] for a in original] == [("198.18.1.10/24", "global")]
+    with faults.link_local_first(node, LINK1, "169.254.33.44") as fault:
+        assert inet(node, LINK1, user="spark") == [("169.254.33.44/16", "link", "169.254.255.255")] + original
+        first = sh(node, f"ip -4 -o addr show dev {LINK1} | head -1", user="spark")
+        assert " inet 169.254.33.44/16 " in first
+        faults.sh(node, f"ping -c 1 -W 2 -I {LINK1} 198.18.1.11")  # the static address still works
+    _undo_twice(fault)
+    assert inet(node, LINK1) == original
+    with pytest.raises(ValueError, match="169.254.0.0/16"):
+        faults.link_local_first(node, LINK1, "10.0.0.1")
+
+
+def test_link_local_only_and_undo(lab):
+    nodes = ("spark-head", "spark-worker")
+    original = {n: inet(n, LINK1) for n in nodes}
+    with faults.link_local_only(nodes, LINK1) as fault:
+        assert inet("spark-head", LINK1, user="spark") == [("169.254.1.10/16", "link", "169.254.255.255")]
+        assert inet("spark-worker", LINK1, user="spark") == [("169.254.1.11/16", "link", "169.254.255.255")]
+        # Like a cable, the link carries link-local traffic; the static address is gone.
+        faults.sh("spark-head", f"ping -c 1 -W 2 -I {LINK1} 169.254.1.11", user="spark")
+        assert faults.sh("spark-head", "ping -c 1 -W 1 198.18.1.11", check=False).returncode != 0
+        assert [a[0] for a in inet("spark-head", LINK2)] == ["198.18.2.10/24"]
+    _undo_twice(fault)
+    assert {n: inet(n, LINK1) for n in nodes} == original
+    faults.sh("spark-head", f"ping -c 1 -W 2 -I {LINK1} 198.18.1.11")
+
+
+def test_cable_other_cage_and_undo(lab):
+    nodes = ("spark-head", "spark-worker")
+    links = {n: sh(n, f"cat {faults.LINKS}") for n in nodes}
+    ibdev = {n: sh(n, "ibdev2netdev") for n in nodes}
+    state = f"cat {SYSFS}/rocep1s0f0/ports/1/state {SYSFS}/rocep1s0f1/ports/1/state"
+    with faults.cable_other_cage(nodes) as fault:
+        for n in nodes:
+            assert sh(n, "ibdev2netdev", user="spark").splitlines() == [
+                "rocep1s0f0 port 1 ==> enp1s0f0np0 (Up)",
+                "rocep1s0f1 port 1 ==> enp1s0f1np1 (Down)",
+                "roceP2p1s0f0 port 1 ==> enP2p1s0f0np0 (Up)",
+                "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Down)",
+            ]
+            assert eventually(lambda n=n: sh(n, state) == "4: ACTIVE\n1: DOWN\n")
+            assert sh(n, "ip -4 -o addr show dev enp1s0f1np1") == ""
+            assert sh(n, "cat /sys/class/net/enp1s0f0np0/mtu") == "9000\n"
+        assert sh("spark-head", "ip -4 -o addr show dev enp1s0f0np0 | awk '{print $4}'") == "198.18.1.10/24\n"
+        faults.sh("spark-head", "ping -M do -s 8972 -c 1 -W 2 -I enp1s0f0np0 198.18.1.11", user="spark")
+        faults.sh("spark-head", "ping -M do -s 8972 -c 1 -W 2 -I enP2p1s0f0np0 198.18.2.11", user="spark")
+        # Rerunning the renamer (boot, `make lab-up`) keeps the fault: links.json says so.
+        assert sh("spark-worker", "/usr/local/sbin/glm53-lab-netnames") == ""
+    _undo_twice(fault)
+    for n in nodes:
+        assert sh(n, f"cat {faults.LINKS}") == links[n]
+        assert sh(n, "ibdev2netdev") == ibdev[n]
+        assert eventually(lambda n=n: sh(n, state) == "1: DOWN\n4: ACTIVE\n")
+    faults.sh("spark-head", f"ping -M do -s 8972 -c 1 -W 2 -I {LINK1} 198.18.1.11")
+
+
+def test_block_port_drops_only_that_port_and_undo(lab):
+    port = 29599
+    listener = sh(
+        "spark-head",
+        f"setsid timeout 120 python3 -c 'import socket, time; s = socket.create_server((\"0.0.0.0\", {port})); time.sleep(120)' "
+        "> /dev/null 2>&1 < /dev/null & echo $!",
+        user="spark",
+    ).strip()
+
+    def connect(address):
+        script = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{address}/{port}'"
+        return faults.sh("spark-worker", script, user="spark", check=False).returncode
+
+    try:
+        assert eventually(lambda: connect("198.18.1.10") == 0, timeout=10)
+        with faults.block_port("spark-head", port) as fault:
+            assert connect("198.18.1.10") == 124  # dropped: the connect hangs
+            assert connect("198.18.2.10") == 124
+            assert faults.sh("spark-worker", "ssh -V", check=False).returncode == 0
+        _undo_twice(fault)
+        assert connect("198.18.1.10") == 0
+        with faults.block_port("spark-head", port, netdev=LINK1):
+            assert connect("198.18.1.10") == 124
+            assert connect("198.18.2.10") == 0  # the other link is open
+        assert connect("198.18.1.10") == 0
+    finally:
+        faults.sh("spark-head", f"kill {listener} 2>/dev/null || true")
+
+
+def test_helpers_take_any_lab_node_name(lab):
+    assert [spark_lab.node_name(i) for i in range(4)] == ["spark-head", "spark-worker", "spark-worker-2", "spark-worker-3"]
+    assert [spark_lab.node_index(n) for n in ("spark-head", "spark-worker", "spark-worker-3", "spark-worker-1", "other")] == [
+        0, 1, 3, None, None]
+    for bad in ("spark-worker-1", "spark-worker-16", "worker", "spark-head; true"):
+        with pytest.raises(ValueError, match="unknown lab node"):
+            faults.sh(bad, "true")
+
+
+# ------------------------------------------------------------ four-node lab
+
+
+def test_four_node_lab_shape_and_rerun(lab4):
+    names = ["spark-head", "spark-worker", "spark-worker-2", "spark-worker-3"]
+    assert list(lab4.nodes) == names
+    assert [n.mgmt for n in lab4.nodes.values()] == [f"198.18.0.{10 + i}" for i in range(4)]
+    assert [n.link2 for n in lab4.nodes.values()] == [f"198.18.2.{10 + i}" for i in range(4)]
+    assert lab4.head.name == "spark-head" and [w.name for w in lab4.workers] == names[1:]
+    inventory = Path(lab4.inventory)
+    assert inventory == REPO / "lab" / ".state" / "inventory-4"
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    assert list(hosts["sparks"]["children"]["spark_head"]["hosts"]) == ["spark-head"]
+    assert list(hosts["sparks"]["children"]["spark_workers"]["hosts"]) == names[1:]
+    w3 = yaml.safe_load((inventory / "host_vars" / "spark-worker-3.yml").read_text())
+    assert w3["ansible_host"] == "198.18.0.13" and w3["glm53_link_address"] == "198.18.1.13"
+    assert (inventory / "group_vars").resolve() == (REPO / "lab" / "inventory" / "group_vars")
+    # The committed inventory is still the two-node one.
+    assert "spark-worker-2" not in (REPO / "lab" / "inventory" / "hosts.yml").read_text()
+    # Rerun: nothing to change; the running lab reports healthy.
+    assert spark_lab.up(nodes=4).changes == []
+    assert spark_lab.status(nodes=4)
+
+
+def test_four_node_head_reaches_every_worker_without_prompt(lab4):
+    for worker in lab4.workers:
+        for target in (worker.name, worker.link1, worker.link2):
+            out = faults.sh("spark-head", f"ssh -o BatchMode=yes -o ConnectTimeout=5 {target} hostname", user="spark").stdout
+            assert out == f"{worker.name}\n", target
+    # every node resolves every name, its own included, to the management address
+    for name in lab4.nodes:
+        for node in lab4.nodes.values():
+            assert sh(name, f"getent hosts {node.name}").split()[0] == node.mgmt, (name, node.name)
+
+
+def test_four_node_inner_engines_do_not_overlap(lab4):
+    nets = []
+    for name in lab4.nodes:
+        bridge = json.loads(sh(name, "docker network inspect bridge"))[0]["IPAM"]["Config"][0]["Subnet"]
+        pools = json.loads(sh(name, "cat /etc/docker/daemon.json"))["default-address-pools"]
+        nets += [ipaddress.ip_network(bridge)] + [ipaddress.ip_network(p["base"]) for p in pools]
+    assert all(n.subnet_of(ipaddress.ip_network("198.19.0.0/16")) for n in nets)
+    assert not [(a, b) for i, a in enumerate(nets) for b in nets[i + 1:] if a.overlaps(b)]
+    # head and worker keep the engines they always had
+    assert nets[:4] == [ipaddress.ip_network(x) for x in ("198.19.0.0/24", "198.19.64.0/18", "198.19.1.0/24", "198.19.128.0/18")]
+
+
+def test_four_node_health_playbook_through_the_generated_inventory(lab4, run_playbook):
+    result = run_playbook(HEALTH, inventory=lab4)
+    systemd = result.task_results("Systemd finished booting with no failed unit")
+    assert set(systemd) == set(lab4.nodes)
+    pings = result.task_results("Jumbo frames pass unfragmented to the peer on both links")
+    assert set(pings) == set(lab4.nodes)
+
+
+def test_four_node_faults_on_the_new_workers(lab4):
+    with faults.link_down("spark-worker-3", LINK1):
+        assert "rocep1s0f1 port 1 ==> enp1s0f1np1 (Down)" in sh("spark-worker-3", "ibdev2netdev", user="spark").splitlines()
+        assert "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)" in sh("spark-worker-2", "ibdev2netdev").splitlines()
+    ssh = "ssh -o BatchMode=yes -o ConnectTimeout=5 {} true"
+    with faults.break_worker_ssh("spark-worker-2"):
+        assert faults.sh("spark-head", ssh.format("198.18.1.12"), user="spark", check=False).returncode != 0
+        faults.sh("spark-head", ssh.format("198.18.1.13"), user="spark")
+    faults.sh("spark-head", ssh.format("198.18.1.12"), user="spark")
