@@ -143,24 +143,9 @@ def test_disk_too_small_on_one_node(run_playbook, tmp_path):
     assert [c["status"] for c in checks(report, "disk.free", HEAD)] == ["ok"]
 
 
-class _drop_port(lab_faults.Fault):  # noqa: N801 - reads like the fault
-    """A host firewall on the head that silently drops the NCCL master port."""
-
-    def __init__(self, node, port):
-        super().__init__()
-        self.rule = f"INPUT -p tcp --dport {int(port)} -j DROP"
-        self.node = node
-
-    def _apply(self):
-        lab_faults.sh(self.node, f"iptables -I {self.rule}")
-
-    def _undo(self):
-        lab_faults.sh(self.node, f"iptables -D {self.rule}")
-
-
 @pytest.mark.parametrize("path, port", [("tensorfold", 29551), ("vllm", 25053)])
 def test_firewall_on_the_master_port(run_playbook, tmp_path, path, port):
-    with _drop_port(HEAD, port):
+    with lab_faults.block_port(HEAD, port):
         result, report = preflight(run_playbook, tmp_path, expect_success=False, extravars={"path": path})
     assert_stopped_at(result, report, "port.master", WORKER, f"198.18.1.10:{port}", f"allow TCP {port}")
     # The listener is gone once the play ends.
