@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_parsers import command_error
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result import (
     FAIL,
     OK,
@@ -388,7 +389,7 @@ def check_pings(config, obs_by_node):
                 ok = bool(item.get("ok"))
                 cmd = "ping -M do -s %s -I %s %s" % (item.get("size"), netdev, item.get("target"))
                 if item.get("timed_out"):
-                    found = "`%s` did not finish within %s s" % (item.get("command") or cmd, item.get("timeout"))
+                    found = command_error(dict(item, command=item.get("command") or cmd))
                 else:
                     found = "replies" if ok else (item.get("error") or "rc=%s" % item.get("rc"))
                 out.append(result(

@@ -51,12 +51,20 @@ def command_error(registered):
         return "not run"
     if timed_out(registered):
         command = registered.get("command") or "the command"
-        return "`%s` did not answer within %s s (wedged)" % (command, registered.get("timeout"))
+        return "`%s` did not answer within %s s (wedged)" % (command, seconds(registered.get("timeout")))
     for key in ("stderr", "msg", "stdout"):
         text = (registered.get(key) or "").strip()
         if text:
             return text.splitlines()[-1].strip()
     return "rc=%s" % registered.get("rc")
+
+
+def seconds(value):
+    """``5`` for 5.0, ``2.5`` for 2.5: how a deadline reads in a message."""
+    try:
+        return "%g" % float(value)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def human_bytes(value):

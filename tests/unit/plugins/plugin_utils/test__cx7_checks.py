@@ -303,7 +303,7 @@ def test_mtu_mismatch_and_required_mtu(cluster):
      "ping: local error: message too long, mtu=1500"),
     ({"rc": 2, "ok": False, "error": None}, "rc=2"),
     ({"rc": None, "ok": False, "error": None, "timed_out": True, "timeout": 7},
-     "`ping -M do -s 8972 -I enp1s0f1np1 198.18.1.11` did not finish within 7 s"),
+     "`ping -M do -s 8972 -I enp1s0f1np1 198.18.1.11` did not answer within 7 s (wedged)"),
 ])
 def test_ping_failure_reports_what_the_probe_saw(cluster, item, found):
     cfg, results, probes, listen = cluster
