@@ -50,8 +50,8 @@ def gate_lines(report, name, report_path, note):
     for check in report["failures"]:
         if check["node"] not in nodes:
             nodes.append(check["node"])
-    title = "%s failed on %s (%d check(s); report %s):" % (name, ", ".join(nodes), len(report["failures"]),
-                                                          report_path)
+    title = "%s failed on %s (%d check(s); report %s):" % (
+        name, ", ".join(nodes), len(report["failures"]), report_path)
     return ([title]
             + [c["message"] for c in report["failures"]]
             + ["Fix the above and rerun%s" % ("; " + note if note else ".")])

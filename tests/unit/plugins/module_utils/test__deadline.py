@@ -4,23 +4,8 @@ the calls, never taken from the results under test."""
 import os
 import time
 
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import alive, timed
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _deadline as dl
-
-
-def alive(pid):
-    """A live process (zombies waiting for a reaper do not count)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (IOError, OSError):
-        return False
-    return state not in ("Z", "X")
-
-
-def timed(func, *args, **kwargs):
-    started = time.monotonic()
-    result = func(*args, **kwargs)
-    return result, time.monotonic() - started
 
 
 def test_run_with_timeout_returns_output_and_exit_status():

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import alive, timed
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _link_probe as lp
 
 NOWHERE = "198.18.255.254"
@@ -35,22 +36,6 @@ def listening(port):
         return True
     except OSError:
         return False
-
-
-def alive(pid):
-    """A live process (zombies waiting for a reaper do not count)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (IOError, OSError):
-        return False
-    return state not in ("Z", "X")
-
-
-def timed(func, *args, **kwargs):
-    started = time.monotonic()
-    result = func(*args, **kwargs)
-    return result, time.monotonic() - started
 
 
 # --- listen / connect ---------------------------------------------------------------------------

@@ -174,3 +174,12 @@ def clone(value):
 
 def dumps(value):
     return json.dumps(value, indent=1, default=str)
+
+
+UNEXPLAINED = "skipped without a failing cause"
+
+
+def evaluate(cfg, results, probes=None, listen=None):
+    from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_preflight import evaluate as _evaluate
+
+    return _evaluate(cfg, results, probes, listen)

@@ -25,11 +25,7 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result 
 
 HEAD, WORKER, L1, L2, F0, F0B = fx.HEAD, fx.WORKER, fx.L1, fx.L2, fx.F0, fx.F0B
 find, statuses = fx.find, fx.statuses
-UNEXPLAINED = "skipped without a failing cause"
-
-
-def evaluate(cfg, results, probes=None, listen=None):
-    return _cx7_preflight.evaluate(cfg, results, probes, listen)
+UNEXPLAINED, evaluate = fx.UNEXPLAINED, fx.evaluate
 
 
 def reprobe(cfg, results):
