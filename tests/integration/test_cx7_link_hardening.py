@@ -124,6 +124,15 @@ def test_a_wedged_nvidia_smi_fails_with_the_node_command_and_timeout(run_playboo
     assert elapsed < 90, f"the preflight took {elapsed:.0f}s with a wedged nvidia-smi"
 
 
+def test_a_wedged_ibdev2netdev_fails_the_port_map_naming_it(run_playbook, tmp_path):
+    with lab_faults.hang_tool(WORKER, "ibdev2netdev"):
+        result, report = preflight(run_playbook, tmp_path, expect_success=False,
+                                   extravars={"cx7_link_command_timeout": 3})
+    assert_stopped_at(result, report, "node.link_facts", WORKER, "ibdev2netdev", "3 s")
+    # Everything that needs the port map is skipped because of it, not failed on its own.
+    assert checks(report, "link.port_up", WORKER, "skip")
+
+
 def test_a_wedged_docker_on_the_worker_fails_the_ssh_docker_check(run_playbook, tmp_path):
     with lab_faults.freeze_dockerd(WORKER):
         result, report = preflight(run_playbook, tmp_path, expect_success=False,
