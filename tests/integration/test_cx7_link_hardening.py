@@ -110,7 +110,6 @@ def test_the_other_qsfp_cage_works_the_same(run_playbook, tmp_path):
     for node in (HEAD, WORKER):
         assert report["nccl"][node]["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0"
         assert report["nccl"][node]["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
-    assert result.changed_total >= 0
 
 
 def test_a_wedged_nvidia_smi_fails_with_the_node_command_and_timeout(run_playbook, tmp_path):
