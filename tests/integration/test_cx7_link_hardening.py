@@ -104,7 +104,7 @@ def test_disk_counts_only_this_models_bytes(run_playbook, tmp_path):
 
 def test_the_other_qsfp_cage_works_the_same(run_playbook, tmp_path):
     with lab_faults.cable_other_cage([HEAD, WORKER]):
-        result, report = preflight(run_playbook, tmp_path)
+        _result, report = preflight(run_playbook, tmp_path)
     assert report["status"] == "ok", [c["message"] for c in report["checks"] if c["status"] != "ok"]
     assert report["warnings"] == []
     for node in (HEAD, WORKER):
