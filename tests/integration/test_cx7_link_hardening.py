@@ -16,31 +16,37 @@ CONTRACT_PLAYBOOK = "tests/integration/cx7_link/read_contract.yml"
 SERIAL_PLAYBOOK = "tests/integration/cx7_link/serial_preflight.yml"
 
 
-def gid_index_in_sysfs(node, hca, address):
-    """The lowest RoCE v2 GID index embedding `address`, read from the node's (simulated)
-    RDMA sysfs tree with shell tools: an independent measurement, not the module's."""
+def _gid_script(hca, address):
     octets = [int(o) for o in address.split(".")]
     gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(octets)
     port = f"/opt/glm53-lab/sys/class/infiniband/{hca}/ports/1"
-    script = (f'for f in $(ls {port}/gids | sort -n); do '
-              f'[ "$(cat {port}/gids/$f)" = "{gid}" ] && [ "$(cat {port}/gid_attrs/types/$f 2>/dev/null)" = "RoCE v2" ] '
-              f'&& echo $f && exit 0; done; exit 1')
-    deadline = time.time() + 5
-    while True:  # the simulated GID table follows address changes within ~0.5 s
-        proc = lab_faults.sh(node, script, check=False)
-        if proc.returncode == 0 or time.time() > deadline:
-            break
-        time.sleep(0.3)
-    assert proc.returncode == 0, f"{node}: no RoCE v2 GID for {address} on {hca}"
-    return proc.stdout.strip()
+    return (f'for f in $(ls {port}/gids | sort -n); do '
+            f'[ "$(cat {port}/gids/$f)" = "{gid}" ] && [ "$(cat {port}/gid_attrs/types/$f 2>/dev/null)" = "RoCE v2" ] '
+            f'&& echo $f && exit 0; done; echo none')
+
+
+def gid_index_in_sysfs(node, hca, *addresses):
+    """The lowest RoCE v2 GID index embedding each address, read from the node's (simulated)
+    RDMA sysfs tree with shell tools: an independent measurement, not the module's. The
+    simulated table follows address changes within ~0.5 s, so this waits until every
+    address has a GID and two reads 0.6 s apart agree."""
+    script = "; ".join("( %s )" % _gid_script(hca, a) for a in addresses)
+    deadline = time.time() + 10
+    previous = None
+    while True:
+        found = lab_faults.sh(node, script).stdout.split()
+        if "none" not in found and found == previous:
+            return found if len(addresses) > 1 else found[0]
+        assert time.time() < deadline, f"{node}: RoCE v2 GIDs of {addresses} on {hca} did not settle: {found}"
+        previous = found
+        time.sleep(0.6)
 
 
 def test_gid_index_is_the_link_address_not_the_first_ipv4(run_playbook, tmp_path):
     with lab_faults.link_local_first(HEAD, L1, "169.254.10.10"):
         first = lab_faults.sh(HEAD, f"ip -j -4 addr show dev {L1}").stdout
         assert json.loads(first)[0]["addr_info"][0]["local"] == "169.254.10.10", first
-        expected = gid_index_in_sysfs(HEAD, "rocep1s0f1", "198.18.1.10")
-        link_local = gid_index_in_sysfs(HEAD, "rocep1s0f1", "169.254.10.10")
+        expected, link_local = gid_index_in_sysfs(HEAD, "rocep1s0f1", "198.18.1.10", "169.254.10.10")
         _result, report = preflight(run_playbook, tmp_path)
     assert expected != link_local
     assert report["failures"] == [], [c["message"] for c in report["failures"]]
