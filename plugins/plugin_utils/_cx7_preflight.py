@@ -40,10 +40,8 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import 
     check_memory,
     check_nodes,
 )
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_reach import check_master_port, check_ssh
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_reach import SSH_MARKER, check_master_port, check_ssh
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result import enforce_skips, summarize
-
-SSH_MARKER = "glm53-ssh-ok"
 
 
 def _by_item(results):

@@ -18,6 +18,9 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result 
 )
 
 SSH_FAILED_RC = 255
+# Printed by the probe's ssh command before `docker ps`, so a wedged docker is told apart
+# from a wedged login.
+SSH_MARKER = "glm53-ssh-ok"
 
 
 def check_ssh(config, obs_by_node):
@@ -36,7 +39,8 @@ def check_ssh(config, obs_by_node):
         target = reg.get("target") or worker
         reason = command_error(reg)
         if timed_out(reg):
-            ssh_ok, docker_ok = False, False
+            # Logged in (the marker came back) but docker did not answer, or the login itself hung.
+            ssh_ok, docker_ok = SSH_MARKER in (reg.get("stdout") or ""), False
             fix = ("find out why `ssh %s docker ps -q` hangs: an sshd or a Docker engine that does not answer on %s "
                    "(`systemctl status docker` there)" % (target, worker))
         else:
@@ -48,8 +52,6 @@ def check_ssh(config, obs_by_node):
             else:
                 fix = ("on %s as the deploy user run `ssh-copy-id %s` (BatchMode needs key auth, no password prompt) "
                        "and check the worker's sshd listens on its link address" % (head, target))
-        if timed_out(reg) and _logged_in(reg):
-            ssh_ok = True
         out.append(result(
             "ssh.head_to_worker", head, passed_or(FAIL, ssh_ok), FAIL,
             expected="`ssh -o BatchMode=yes %s` logs in without a prompt" % target,
@@ -65,12 +67,6 @@ def check_ssh(config, obs_by_node):
                 "make sure dockerd runs and answers (`systemctl status docker`)" % worker,
             summary="docker over ssh %s" % ("works" if docker_ok else "failed")))
     return out
-
-
-def _logged_in(reg):
-    # The probe prints a marker before running docker, so a wedged docker is told apart
-    # from a wedged login.
-    return "glm53-ssh-ok" in (reg.get("stdout") or "")
 
 
 def check_master_port(config, obs_by_node):
