@@ -145,10 +145,12 @@ def main():
     installed = _installed(dest)
     if pinned in installed:
         module.exit_json(fingerprints=installed, **result)
+    result["changed"] = True
     if module.check_mode:
         module.exit_json(msg="would fetch %s and install it at %s if its fingerprint is %s" % (url, dest, pinned),
-                         fingerprints=installed, **dict(result, changed=True))
+                         fingerprints=installed, **result)
 
+    result["changed"] = False  # until the key is written
     response, info = fetch_url(module, url, timeout=module.params["timeout"])
     if response is None or info.get("status") != 200:
         module.fail_json(msg="cannot fetch the key from %s: %s %s; check the node's network or proxy and rerun. "
@@ -174,7 +176,8 @@ def main():
     module.atomic_move(tmp, dest)
     # apt reads keyrings as _apt: world-readable whatever the umask.
     os.chmod(dest, 0o644)
-    module.exit_json(fingerprints=found, **dict(result, changed=True))
+    result["changed"] = True
+    module.exit_json(fingerprints=found, **result)
 
 
 if __name__ == "__main__":

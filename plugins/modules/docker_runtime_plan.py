@@ -132,7 +132,7 @@ packages:
   sample: {engine: ["docker-ce=5:28.5.2-1~ubuntu.24.04~noble", "docker-ce-cli=5:28.5.2-1~ubuntu.24.04~noble",
                     "containerd.io=1.7.28-1~ubuntu.24.04~noble"], toolkit: ["nvidia-container-toolkit=1.18.1-1"]}
 failures:
-  description: Why the play must stop on this node (also in RV(msg)); empty when it may go on.
+  description: Why the play must stop on this node (also the task's message); empty when it may go on.
   returned: always
   type: list
   elements: str

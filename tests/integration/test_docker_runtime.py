@@ -99,6 +99,15 @@ def test_missing_runtime_as_spark_without_become_fails_and_changes_nothing(run_p
         assert "Found: runtimes in `docker info`: io.containerd.runc.v2, io.containerd.runtime.v1.linux, runc;" in msg
         assert msg.endswith("Nothing was changed.")
         assert result.changed_total == 0
+        # Check mode reports what would change instead, and still asks for no become.
+        dry = run_playbook(PLAYBOOK, limit=WORKER, cmdline="--check", verbosity=3)
+        plan = dry.task_results(PLAN)[WORKER]
+        assert plan["changed"] is True and plan["failures"] == []
+        assert plan["summary"][0] == ("spark-worker: the nvidia runtime is missing; a real run would: register the "
+                                      "runtime with nvidia-ctk and restart Docker")
+        assert any(n.startswith("[docker_runtime.runtime] the nvidia runtime is missing on spark-worker and become is "
+                                "off") for n in plan["notes"])
+        assert become_lines(dry) == []
         assert as_spark(WORKER, "cat /etc/docker/daemon.json").stdout == before
         assert dockerd_pid(WORKER) == pid
         assert "nvidia" not in docker_info(WORKER)["Runtimes"]

@@ -245,7 +245,6 @@ def test_kill_container_and_undo(lab):
         sh(node, "docker rm -f glm53-lab-victim >/dev/null")
 
 
-
 def test_daemon_json_restarts_docker_with_it_and_undo(lab):
     node = "spark-worker"
     original = sh(node, "cat /etc/docker/daemon.json")

@@ -23,7 +23,9 @@ case "$1 $2" in
   "info --format")
     case "$FAKE_DOCKER" in
       hang) exec sleep 60 ;;
-      denied) echo 'permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.41/info": dial unix /var/run/docker.sock: connect: permission denied' >&2; exit 1 ;;
+      denied) printf '%s%s\n' 'permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: ' \
+                'Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.41/info": dial unix /var/run/docker.sock: connect: permission denied' >&2
+              exit 1 ;;
       down) cat "$FAKE_DIR/docker_info_down.json"; exit 1 ;;
       *) exec cat "$FAKE_DIR/$FAKE_DOCKER.json" ;;
     esac ;;
