@@ -539,3 +539,127 @@ class cable_other_cage(Fault):  # noqa: N801
     def _undo(self):
         for node, text in self.original.items():
             self._recable(node, text)
+
+
+DAEMON_JSON = "/etc/docker/daemon.json"
+HIDDEN = "/var/lib/glm53-lab/hidden"
+
+
+def lab_daemon_json(node: str) -> str:
+    """The daemon.json `lab-up` gives `node` (its inner bip and address pool, overlay2, no
+    nvidia runtime): the state the Docker runtime role starts from on a fresh lab."""
+    return spark_lab.daemon_json(spark_lab.make_node(spark_lab.node_index(node)))
+
+
+def _docker_installed(node: str) -> bool:
+    status = sh(node, "dpkg-query -W -f='${Status}' docker.io 2>/dev/null || true").stdout
+    return status.strip() == "install ok installed"
+
+
+def _restart_docker(node: str):
+    """Restart the node's engine and wait until it answers, as `lab-up` leaves it. The unit's
+    start rate limit (3 starts a minute) is reset first: tests restart it more often."""
+    sh(node, "systemctl reset-failed docker.service docker.socket 2>/dev/null; systemctl restart docker.service && "
+             "for i in $(seq 60); do docker info >/dev/null 2>&1 && exit 0; "
+             "sleep 0.5; done; echo 'docker did not answer after a restart' >&2; exit 1")
+
+
+class daemon_json(Fault):  # noqa: N801
+    """Give the node's Docker engine this /etc/docker/daemon.json (a dict is written as
+    JSON, a str as is) and restart it, so the running dockerd matches the file. Undo puts
+    back the original bytes (or removes a file that did not exist) and restarts again."""
+
+    def __init__(self, node: str, content):
+        super().__init__()
+        self.node = node
+        self.content = content if isinstance(content, str) else json.dumps(content, indent=2) + "\n"
+        self.original: str | None = None
+
+    def _apply(self):
+        proc = sh(self.node, f"cat {DAEMON_JSON}", check=False)
+        self.original = proc.stdout if proc.returncode == 0 else None
+        sh(self.node, f"install -D -m 0644 /dev/stdin {DAEMON_JSON}", input=self.content)
+        if _docker_installed(self.node):
+            _restart_docker(self.node)
+
+    def _undo(self):
+        if self.original is None:
+            sh(self.node, f"rm -f {DAEMON_JSON}")
+        else:
+            sh(self.node, f"install -D -m 0644 /dev/stdin {DAEMON_JSON}", input=self.original)
+        if _docker_installed(self.node):
+            _restart_docker(self.node)
+
+
+class remove_docker(Fault):  # noqa: N801
+    """Remove Debian's docker.io from the node (`dpkg --remove`: its dependencies, the
+    daemon config, the docker group and /var/lib/docker with its images stay, as after
+    `apt-get remove docker.io`). Undo, when docker.io is still missing, installs it again
+    with apt (from the node's apt cache when a run already fetched it) and waits for the
+    engine to answer."""
+
+    def __init__(self, node: str):
+        super().__init__()
+        self.node = node
+
+    def _apply(self):
+        if not _docker_installed(self.node):
+            raise RuntimeError(f"{self.node}: docker.io is not installed, nothing to remove")
+        sh(self.node, "DEBIAN_FRONTEND=noninteractive dpkg --remove docker.io >/dev/null")
+
+    def _undo(self):
+        if not _docker_installed(self.node):
+            sh(self.node, "export DEBIAN_FRONTEND=noninteractive; "
+                          "apt-get install -y -q --no-install-recommends docker.io >/dev/null 2>&1 || "
+                          "{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends docker.io >/dev/null; }")
+        sh(self.node, "systemctl enable --now docker.service >/dev/null 2>&1")
+        _restart_docker(self.node)
+
+
+class hide_command(Fault):  # noqa: N801
+    """Move a command off the node's PATH (for example `nvidia-ctk`, or the `docker` CLI
+    while dockerd keeps running) into /var/lib/glm53-lab/hidden. Undo moves it back."""
+
+    def __init__(self, node: str, command: str):
+        super().__init__()
+        self.node, self.command = node, command
+        self.path: str | None = None
+
+    def _apply(self):
+        self.path = sh(self.node, f"command -v {_q(self.command)}").stdout.strip()
+        sh(self.node, f"install -d -m 0700 {HIDDEN} && mv {_q(self.path)} {HIDDEN}/{_q(self.command)}")
+
+    def _undo(self):
+        sh(self.node, f"mv {HIDDEN}/{_q(self.command)} {_q(self.path)}")
+
+
+class leave_group(Fault):  # noqa: N801
+    """Take `user` out of `group` (default spark out of docker). Undo adds it back."""
+
+    def __init__(self, node: str, user: str = "spark", group: str = "docker"):
+        super().__init__()
+        self.node, self.user, self.group = node, user, group
+
+    def _apply(self):
+        sh(self.node, f"gpasswd -d {_q(self.user)} {_q(self.group)} >/dev/null")
+
+    def _undo(self):
+        sh(self.node, f"id -nG {_q(self.user)} | tr ' ' '\\n' | grep -qx {_q(self.group)} || "
+                      f"usermod -aG {_q(self.group)} {_q(self.user)}")
+
+
+class grant_sudo(Fault):  # noqa: N801
+    """Give `user` passwordless sudo, as the first user of a stock DGX OS has sudo (the lab's
+    spark has none). Undo removes the sudoers file."""
+
+    def __init__(self, node: str, user: str = "spark"):
+        super().__init__()
+        self.node, self.user = node, user
+        self.path = f"/etc/sudoers.d/glm53-lab-{user}"
+
+    def _apply(self):
+        sh(self.node, f"install -m 0440 /dev/stdin {self.path} && visudo -cqf {self.path}",
+           input=f"{self.user} ALL=(ALL:ALL) NOPASSWD: ALL\n")
+
+    def _undo(self):
+        sh(self.node, f"rm -f {self.path}")

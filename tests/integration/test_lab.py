@@ -245,6 +245,48 @@ def test_kill_container_and_undo(lab):
         sh(node, "docker rm -f glm53-lab-victim >/dev/null")
 
 
+def test_daemon_json_restarts_docker_with_it_and_undo(lab):
+    node = "spark-worker"
+    original = sh(node, "cat /etc/docker/daemon.json")
+    assert json.loads(faults.lab_daemon_json(node))["bip"] == "198.19.1.1/24"
+    runtimes = "docker info 2>/dev/null | grep '^ *Runtimes:'"
+    config = dict(json.loads(faults.lab_daemon_json(node)), runtimes={"glm53-test": {"path": "runc"}})
+    with faults.daemon_json(node, config) as fault:
+        assert json.loads(sh(node, "cat /etc/docker/daemon.json", user="spark")) == config
+        assert "glm53-test" in sh(node, runtimes, user="spark")
+    _undo_twice(fault)
+    assert sh(node, "cat /etc/docker/daemon.json") == original
+    assert "glm53-test" not in sh(node, runtimes, user="spark")
+
+
+def test_hide_command_and_undo(lab):
+    node = "spark-head"
+    with faults.hide_command(node, "nvidia-ctk") as fault:
+        assert faults.sh(node, "command -v nvidia-ctk", user="spark", check=False).returncode != 0
+        assert "nvidia-ctk" not in _ssh_spark(node, "command -v nvidia-ctk || true")
+    _undo_twice(fault)
+    assert sh(node, "command -v nvidia-ctk", user="spark") == "/usr/local/bin/nvidia-ctk\n"
+
+
+def test_leave_group_and_grant_sudo_and_undo(lab):
+    node = "spark-worker"
+    with faults.leave_group(node) as left, faults.grant_sudo(node) as sudo:
+        assert "docker" not in _ssh_spark(node, "id -nG").split()
+        assert _ssh_spark(node, "sudo -n id -u") == "0\n"
+    _undo_twice(left)
+    _undo_twice(sudo)
+    assert "docker" in _ssh_spark(node, "id -nG").split()
+    assert faults.sh(node, "sudo -n true", user="spark", check=False).returncode != 0
+
+
+def test_remove_docker_and_undo_reinstalls(lab):
+    node = "spark-worker"
+    with faults.remove_docker(node) as fault:
+        assert faults.sh(node, "command -v docker", user="spark", check=False).returncode != 0
+        assert sh(node, "systemctl show -p LoadState docker.service") == "LoadState=not-found\n"
+    _undo_twice(fault)
+    faults.sh(node, "docker run --rm --gpus all glm53-lab/busybox true", user="spark")
+
 # ------------------------------------------------- ibdev2netdev follows carrier
 
 

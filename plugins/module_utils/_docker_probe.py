@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Private helpers behind docker_runtime_info: read what ``docker info``, ``systemctl show``
+and the user database say, as plain data. Not a public API."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import grp
+import json
+import os
+import pwd
+
+# `docker info --format '{{json .}}'`: one JSON object, client and server fields.
+DOCKER_INFO_FORMAT = "{{json .}}"
+
+
+def classify_docker_error(text):
+    """What a failed docker CLI call means: ``permission`` (the user cannot open the
+    socket: not in the docker group, or a session from before joining it), ``unreachable``
+    (no daemon answers the socket) or ``other``."""
+    low = (text or "").lower()
+    if "permission denied" in low:
+        return "permission"
+    if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low:
+        return "unreachable"
+    return "other"
+
+
+def _json_object(text):
+    """The JSON object in ``text`` (the whole text, else its last line that parses), or None."""
+    for candidate in [text] + [line for line in reversed(text.splitlines()) if line.startswith("{")]:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def parse_docker_info(rc, stdout, stderr):
+    """``{answered, server_version, runtimes, default_runtime, error, error_kind}`` from a
+    ``docker info --format '{{json .}}'`` run. The daemon answered when the command
+    succeeded and reported no server error; runtimes are the names dockerd loaded."""
+    out = {"answered": False, "server_version": None, "runtimes": [], "default_runtime": None,
+           "error": None, "error_kind": None}
+    text = (stdout or "").strip()
+    info = _json_object(text)
+    errors = []
+    if isinstance(info, dict):
+        errors = [str(e) for e in (info.get("ServerErrors") or []) if e]
+    if rc == 0 and isinstance(info, dict) and not errors and info.get("ServerVersion"):
+        runtimes = info.get("Runtimes") or {}
+        out.update(answered=True, server_version=info.get("ServerVersion"),
+                   runtimes=sorted(runtimes) if isinstance(runtimes, dict) else [],
+                   default_runtime=info.get("DefaultRuntime"))
+        return out
+    message = "; ".join(errors) or (stderr or "").strip() or text or "docker info exited %s" % rc
+    out.update(error=message, error_kind=classify_docker_error(message))
+    return out
+
+
+def parse_systemctl_show(stdout):
+    """``Key=value`` lines of ``systemctl show -p ...`` as a dict."""
+    out = {}
+    for line in (stdout or "").splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def user_groups(name):
+    """``(exists, sorted group names)`` of user ``name`` in the user database, primary
+    group included."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return False, []
+    names = set()
+    try:
+        names.add(grp.getgrgid(entry.pw_gid).gr_name)
+    except KeyError:
+        pass
+    for group in grp.getgrall():
+        if name in group.gr_mem:
+            names.add(group.gr_name)
+    return True, sorted(names)
+
+
+def session_groups():
+    """Group names of this process, i.e. of the login session the module runs in: a user
+    added to a group sees it only in sessions opened afterwards."""
+    names = set()
+    for gid in set(os.getgroups()) | set([os.getegid()]):
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            names.add(str(gid))
+    return sorted(names)
+
+
+def current_user():
+    """``(name, uid)`` of the effective user."""
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name, uid
+    except KeyError:
+        return str(uid), uid

@@ -1,0 +1,184 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: apt_keyring
+short_description: Install an apt repository's signing key after checking its pinned fingerprint
+version_added: 0.2.0
+description:
+  - For a deb822 source's C(Signed-By). When O(dest) already holds a key with the pinned O(fingerprint), nothing is
+    fetched or changed (reruns need no network).
+  - Otherwise fetches O(url) on the node, reads the OpenPGP public key in it (ASCII-armored or binary; no gpg
+    needed) and installs it at O(dest) (mode 0644, atomically) only when its primary key's full fingerprint is
+    O(fingerprint). A key with another fingerprint is refused and nothing is written.
+  - Never uses C(apt-key) or the global C(trusted.gpg) keyrings.
+author:
+  - dgx_spark.glm53 maintainers (!UNKNOWN)
+options:
+  url:
+    description: Where the key is published.
+    type: str
+    required: true
+  dest:
+    description:
+      - The keyring file, for example C(/etc/apt/keyrings/docker.asc). A C(.asc) file holds the armored key, a
+        C(.gpg) file the binary key, as apt reads them.
+    type: path
+    required: true
+  fingerprint:
+    description: The full fingerprint of the key's primary key (40 hex digits for v4 keys; spaces allowed).
+    type: str
+    required: true
+  timeout:
+    description: Seconds the fetch may take.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: partial
+    details: Checks an existing O(dest) the same way; does not fetch in check mode and reports a change when O(dest)
+      is missing or holds another key.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - Writing under C(/etc/apt/keyrings) needs root (C(become)).
+"""
+
+EXAMPLES = r"""
+- name: Docker's repository key, checked against its published fingerprint
+  dgx_spark.glm53.apt_keyring:
+    url: https://download.docker.com/linux/ubuntu/gpg
+    dest: /etc/apt/keyrings/docker.asc
+    fingerprint: 9DC8 5822 9FC7 DD38 854A  E2D8 8D81 803C 0EBF CD88
+  become: true
+"""
+
+RETURN = r"""
+dest:
+  description: The keyring file.
+  returned: always
+  type: str
+  sample: /etc/apt/keyrings/docker.asc
+fingerprint:
+  description: The pinned fingerprint, normalized.
+  returned: always
+  type: str
+  sample: 9DC858229FC7DD38854AE2D88D81803C0EBFCD88
+fingerprints:
+  description: Fingerprints of the primary keys found in the installed (or fetched) key.
+  returned: success
+  type: list
+  elements: str
+  sample: [9DC858229FC7DD38854AE2D88D81803C0EBFCD88]
+fetched:
+  description: Whether the key was fetched in this run.
+  returned: always
+  type: bool
+  sample: false
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._openpgp import (
+    OpenPGPError,
+    armor,
+    dearmor,
+    fingerprints,
+    is_armored,
+    normalize_fingerprint,
+)
+
+
+def _installed(dest):
+    """Primary fingerprints of the key at ``dest``, [] when it is missing or unreadable as a key."""
+    try:
+        with open(dest, "rb") as handle:
+            data = handle.read()
+        return fingerprints(data)[0]
+    except (IOError, OSError, OpenPGPError):
+        return []
+
+
+def _content(data, dest):
+    """The bytes to install: armored for .asc, binary for .gpg."""
+    if dest.endswith(".asc"):
+        return data if is_armored(data) else armor(data).encode("ascii")
+    return dearmor(data) if is_armored(data) else data
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            dest=dict(type="path", required=True),
+            fingerprint=dict(type="str", required=True),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    url, dest = module.params["url"], module.params["dest"]
+    pinned = normalize_fingerprint(module.params["fingerprint"])
+    result = dict(changed=False, dest=dest, fingerprint=pinned, fetched=False)
+    if not pinned:
+        module.fail_json(msg="fingerprint must be a full key fingerprint (40 or 64 hex digits), found %r"
+                             % module.params["fingerprint"], **result)
+    if not dest.endswith((".asc", ".gpg")):
+        module.fail_json(msg="dest must end in .asc (armored) or .gpg (binary), as apt reads keyrings; found %s" % dest, **result)
+
+    installed = _installed(dest)
+    if pinned in installed:
+        module.exit_json(fingerprints=installed, **result)
+    result["changed"] = True
+    if module.check_mode:
+        module.exit_json(msg="would fetch %s and install it at %s if its fingerprint is %s" % (url, dest, pinned),
+                         fingerprints=installed, **result)
+
+    result["changed"] = False  # until the key is written
+    response, info = fetch_url(module, url, timeout=module.params["timeout"])
+    if response is None or info.get("status") != 200:
+        module.fail_json(msg="cannot fetch the key from %s: %s %s; check the node's network or proxy and rerun. "
+                             "Nothing was changed." % (url, info.get("status"), info.get("msg")), **result)
+    data = response.read()
+    result["fetched"] = True
+    try:
+        found, _subkeys = fingerprints(data)
+        content = _content(data, dest)
+    except OpenPGPError as exc:
+        module.fail_json(msg="%s did not return an OpenPGP public key (%s); nothing was installed." % (url, exc), **result)
+    if pinned not in found:
+        module.fail_json(msg="the key at %s has fingerprint %s, not the pinned %s: refused, nothing was installed. "
+                             "If the publisher rotated its key, check the new fingerprint on its website and update "
+                             "the pin." % (url, ", ".join(found), pinned), fingerprints=found, **result)
+
+    directory = os.path.dirname(dest) or "."
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".glm53-", dir=directory)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(content)
+    module.atomic_move(tmp, dest)
+    # apt reads keyrings as _apt: world-readable whatever the umask.
+    os.chmod(dest, 0o644)
+    result["changed"] = True
+    module.exit_json(fingerprints=found, **result)
+
+
+if __name__ == "__main__":
+    main()

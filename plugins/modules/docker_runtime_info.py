@@ -1,0 +1,253 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: docker_runtime_info
+short_description: Read whether Docker with the NVIDIA runtime works for a user on a DGX Spark
+version_added: 0.2.0
+description:
+  - Read-only, and needs no sudo. In one round trip it finds the C(docker) and C(nvidia-ctk) commands, reads the
+    state of C(docker.service), reads and judges Docker's daemon config (is the runtime registered, and the default
+    when asked), asks C(docker info) as the user the module runs as (answers? which runtimes did dockerd load?),
+    reads the user's C(docker) group membership (in the user database and in this login session) and, when
+    O(test_image) is set and the daemon answered, runs C(docker run --rm --gpus all) of that local image.
+  - Every command runs with a deadline; a command that wedges comes back with C(timed_out=true), the command line
+    and the deadline, and the module still returns everything else.
+  - The role C(dgx_spark.glm53.docker_runtime) judges the result on the controller; this module never fails for
+    what it finds.
+author:
+  - dgx_spark.glm53 maintainers (!UNKNOWN)
+options:
+  user:
+    description: The deploy user whose C(docker) group membership is read. Default is the user the module runs as.
+    type: str
+    default: ""
+  daemon_json:
+    description: Docker's daemon config file.
+    type: path
+    default: /etc/docker/daemon.json
+  runtime:
+    description: The runtime that must be registered and loaded.
+    type: str
+    default: nvidia
+  set_as_default:
+    description: Whether the runtime must also be Docker's default runtime.
+    type: bool
+    default: false
+  test_image:
+    description:
+      - A local image to run with C(--gpus all) (never pulled). Empty skips the container check.
+    type: str
+    default: ""
+  test_command:
+    description: Command the test container runs.
+    type: list
+    elements: str
+    default: ["true"]
+  timeout:
+    description: Seconds each command (C(docker), C(systemctl)) may take (1 to 600).
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details: Read-only; runs the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - The test container is removed when it exits (C(--rm)) and has no network (C(--network none)).
+"""
+
+EXAMPLES = r"""
+- name: Read Docker and the NVIDIA runtime as the deploy user
+  dgx_spark.glm53.docker_runtime_info:
+    test_image: ubuntu:24.04
+    timeout: 30
+  register: docker_state
+
+- name: Say whether dockerd loaded the nvidia runtime
+  ansible.builtin.debug:
+    msg: "{{ 'nvidia' in docker_state.daemon.runtimes }}"
+"""
+
+RETURN = r"""
+user:
+  description: Who the module ran as, the deploy user, and the deploy user's C(docker) group membership.
+  returned: always
+  type: dict
+  sample: {name: spark, uid: 1000, deploy_user: spark, exists: true, groups: [docker, spark], in_docker_group: true,
+           session_groups: [docker, spark], session_in_docker_group: true}
+docker:
+  description: The C(docker) command and C(docker.service) (C(systemctl show) properties, or the error).
+  returned: always
+  type: dict
+  sample: {path: /usr/bin/docker, service: {LoadState: loaded, ActiveState: active, UnitFileState: enabled},
+           service_error: null}
+nvidia_ctk:
+  description: The C(nvidia-ctk) command (C(path) null when not found).
+  returned: always
+  type: dict
+  sample: {path: /usr/bin/nvidia-ctk}
+daemon:
+  description:
+    - C(docker info) as this user. C(error_kind) is V(permission), V(unreachable) or V(other) when it did not
+      answer; C(timed_out) when it wedged.
+  returned: always
+  type: dict
+  sample: {ran: true, answered: true, server_version: 28.5.2, runtimes: [io.containerd.runc.v2, nvidia, runc],
+           default_runtime: runc, error: null, error_kind: null, timed_out: false,
+           command: "docker info --format '{{json .}}'", timeout: 30}
+daemon_json:
+  description: The daemon config file, parsed, and whether the runtime is registered in it.
+  returned: always
+  type: dict
+  sample: {path: /etc/docker/daemon.json, exists: true, error: null, config: {log-opts: {max-size: 10m}},
+           runtime: {registered: false, path: null, default_runtime: null, is_default: false, configured: false,
+                     missing: [runtimes.nvidia]}}
+test_run:
+  description: The container check; C(ran) false when O(test_image) is empty or the daemon did not answer.
+  returned: always
+  type: dict
+  sample: {image: ubuntu:24.04, present: true, ran: true, ok: true, rc: 0, stderr: "", timed_out: false,
+           command: docker run --rm --gpus all --network none --pull never ubuntu:24.04 true, error: null}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import command_string, run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_daemon import parse_config, runtime_status
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_probe import (
+    DOCKER_INFO_FORMAT,
+    current_user,
+    parse_docker_info,
+    parse_systemctl_show,
+    session_groups,
+    user_groups,
+)
+
+SERVICE_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState")
+
+
+def _timed_out_error(res):
+    return res["error"] if res["timed_out"] else None
+
+
+def _service(module, timeout):
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return None, "systemctl not found"
+    res = run_with_timeout([systemctl, "show", "docker.service", "--property=" + ",".join(SERVICE_PROPERTIES)], timeout)
+    if res["timed_out"] or res["rc"] != 0:
+        return None, res["error"] or (res["stderr"] or res["stdout"]).strip() or "systemctl exited %s" % res["rc"]
+    return parse_systemctl_show(res["stdout"]), None
+
+
+def _daemon_json(path, runtime, set_default):
+    out = {"path": path, "exists": os.path.exists(path), "error": None, "config": None, "runtime": None}
+    text = None
+    if out["exists"]:
+        try:
+            with open(path) as handle:
+                text = handle.read()
+        except (IOError, OSError) as exc:
+            out["error"] = "cannot read it: %s" % exc
+            return out
+    config, error = parse_config(text)
+    out.update(config=config, error=error)
+    if config is not None:
+        out["runtime"] = runtime_status(config, runtime, set_default)
+    return out
+
+
+def _docker_info(docker, timeout):
+    argv = [docker, "info", "--format", DOCKER_INFO_FORMAT]
+    res = run_with_timeout(argv, timeout)
+    out = parse_docker_info(res["rc"], res["stdout"], res["stderr"])
+    if res["timed_out"] or res["rc"] is None:
+        out.update(error=res["error"], error_kind="timeout" if res["timed_out"] else "other")
+    out.update(ran=True, timed_out=res["timed_out"], command=command_string(["docker"] + argv[1:]), timeout=timeout)
+    return out
+
+
+def _test_run(docker, image, command, timeout):
+    out = {"image": image, "present": False, "ran": False, "ok": False, "rc": None, "stderr": "", "timed_out": False,
+           "command": None, "error": None}
+    inspect = run_with_timeout([docker, "image", "inspect", "--format", "{{.Id}}", image], timeout)
+    if inspect["timed_out"]:
+        out.update(timed_out=True, error=inspect["error"], command=command_string(["docker", "image", "inspect", image]))
+        return out
+    if inspect["rc"] != 0:
+        out["error"] = "image %s is not on this node (it is never pulled here)" % image
+        return out
+    out["present"] = True
+    argv = [docker, "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", image] + list(command)
+    res = run_with_timeout(argv, timeout)
+    out.update(ran=True, ok=res["rc"] == 0, rc=res["rc"], stderr=res["stderr"].strip()[-2000:], timed_out=res["timed_out"],
+               command=command_string(["docker"] + argv[1:]), error=_timed_out_error(res) or res["error"])
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            user=dict(type="str", default=""),
+            daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
+            runtime=dict(type="str", default="nvidia"),
+            set_as_default=dict(type="bool", default=False),
+            test_image=dict(type="str", default=""),
+            test_command=dict(type="list", elements="str", default=["true"]),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    timeout = params["timeout"]
+    if not 1 <= timeout <= 600:
+        module.fail_json(msg="docker_runtime_info: timeout must be 1 to 600 seconds, found %d" % timeout)
+
+    name, uid = current_user()
+    deploy_user = params["user"] or name
+    exists, groups = user_groups(deploy_user)
+    session = session_groups()
+    user = {"name": name, "uid": uid, "deploy_user": deploy_user, "exists": exists, "groups": groups,
+            "in_docker_group": "docker" in groups, "session_groups": session,
+            "session_in_docker_group": "docker" in session}
+
+    docker_path = module.get_bin_path("docker")
+    service, service_error = _service(module, timeout)
+    docker = {"path": docker_path, "service": service, "service_error": service_error}
+    nvidia_ctk = {"path": module.get_bin_path("nvidia-ctk")}
+    daemon_json = _daemon_json(params["daemon_json"], params["runtime"], params["set_as_default"])
+
+    daemon = {"ran": False, "answered": False, "server_version": None, "runtimes": [], "default_runtime": None,
+              "error": "no docker command on PATH" if not docker_path else None, "error_kind": None,
+              "timed_out": False, "command": None, "timeout": timeout}
+    if docker_path:
+        daemon = _docker_info(docker_path, timeout)
+
+    test_run = {"image": params["test_image"], "present": False, "ran": False, "ok": False, "rc": None, "stderr": "",
+                "timed_out": False, "command": None, "error": None}
+    if params["test_image"] and daemon["answered"]:
+        test_run = _test_run(docker_path, params["test_image"], params["test_command"], timeout)
+
+    module.exit_json(changed=False, user=user, docker=docker, nvidia_ctk=nvidia_ctk, daemon=daemon,
+                     daemon_json=daemon_json, test_run=test_run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""_openpgp: key fingerprints without gpg. The expected values come from GnuPG: recorded
+when the fixture keys were made (fixtures/openpgp/fingerprints.json), and, where gpg is
+installed, asked live about the keys on this machine."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _openpgp as pgp
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "openpgp")
+with open(os.path.join(FIXTURES, "fingerprints.json")) as _handle:
+    EXPECTED = dict((k, v) for k, v in json.load(_handle).items() if not k.startswith("_"))
+
+
+def read(name):
+    with open(os.path.join(FIXTURES, name), "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fingerprints_match_gnupg(name):
+    primary, subkeys = pgp.fingerprints(read(name))
+    assert primary == EXPECTED[name]["primary"]
+    assert subkeys == EXPECTED[name]["subkeys"]
+
+
+def test_armored_and_binary_forms_are_the_same_key():
+    assert pgp.dearmor(read("rsa-with-subkey.asc")) == read("rsa-with-subkey.gpg")
+
+
+def test_armor_round_trip_with_a_checksum_gnupg_accepts():
+    binary = read("rsa-with-subkey.gpg")
+    armored = pgp.armor(binary)
+    assert armored.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n")
+    assert pgp.dearmor(armored) == binary
+    # gpg's own armor carries the same CRC-24 line.
+    assert [line for line in armored.splitlines() if line.startswith("=")] == \
+        [line for line in read("rsa-with-subkey.asc").decode().splitlines() if line.startswith("=")]
+
+
+def test_armor_headers_and_indentation_are_tolerated():
+    text = read("ed25519.asc").decode()
+    lines = text.splitlines()
+    with_header = "\n".join(lines[:1] + ["Comment: fetched from somewhere"] + lines[1:])
+    indented = "\n".join("    " + line for line in with_header.splitlines())
+    assert pgp.fingerprints(indented.encode())[0] == EXPECTED["ed25519.asc"]["primary"]
+
+
+def test_a_damaged_key_is_refused():
+    text = read("ed25519.asc").decode()
+    lines = text.splitlines()
+    body = lines[2]
+    lines[2] = body[:10] + ("A" if body[10] != "A" else "B") + body[11:]
+    with pytest.raises(pgp.OpenPGPError, match="checksum does not match"):
+        pgp.fingerprints("\n".join(lines).encode())
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"<html>not found</html>", "not an OpenPGP packet header"),
+    (b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQ==\n", "no complete"),
+    (b"\x99\x00\x05abc", "runs past the end"),
+])
+def test_garbage_is_refused(data, message):
+    with pytest.raises(pgp.OpenPGPError, match=message):
+        pgp.fingerprints(data)
+
+
+@pytest.mark.parametrize("value, normalized", [
+    ("9DC8 5822 9FC7 DD38 854A  E2D8 8D81 803C 0EBF CD88", "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"),
+    ("0xc95b321b61e88c1809c4f759ddcae044f796ecb0", "C95B321B61E88C1809C4F759DDCAE044F796ECB0"),
+    ("0EBFCD88", None),
+    ("", None),
+    ("Z" * 40, None),
+])
+def test_normalize_fingerprint(value, normalized):
+    assert pgp.normalize_fingerprint(value) == normalized
+
+
+def _gpg_fingerprints(path):
+    out = subprocess.run(["gpg", "--batch", "--with-colons", "--show-keys", path], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, GNUPGHOME=os.path.dirname(path))).stdout
+    primary, subkeys, last = [], [], None
+    for line in out.splitlines():
+        fields = line.split(":")
+        if fields[0] in ("pub", "sub"):
+            last = fields[0]
+        elif fields[0] == "fpr":
+            (primary if last == "pub" else subkeys).append(fields[9])
+    return primary, subkeys
+
+
+@pytest.mark.skipif(not shutil.which("gpg"), reason="gpg is not installed")
+def test_real_keyrings_on_this_machine_agree_with_gnupg(tmp_path):
+    keys = sorted(glob.glob("/usr/share/keyrings/*.gpg") + glob.glob("/etc/apt/trusted.gpg.d/*.asc"))[:12]
+    if not keys:
+        pytest.skip("no apt keyrings on this machine")
+    for path in keys:
+        copy = tmp_path / os.path.basename(path)
+        shutil.copy(path, copy)
+        with open(path, "rb") as handle:
+            assert pgp.fingerprints(handle.read()) == _gpg_fingerprints(str(copy)), path

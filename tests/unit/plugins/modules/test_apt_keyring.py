@@ -1,0 +1,132 @@
+"""apt_keyring through real ansible on localhost, fetching over real HTTP from a server in
+this process. Expected fingerprints are GnuPG's (fixtures/openpgp/fingerprints.json)."""
+
+import functools
+import http.server
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+KEYS = os.path.join(ROOT, "tests", "unit", "fixtures", "openpgp")
+RSA = "C34F04608C32118FBA3EBE4B050564DA38A7F679"
+ED25519 = "CA215C0AF039ABFF7530B01861A32E1678A9573F"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    """Serves tmp_path/www; .requests counts what was fetched."""
+    www = tmp_path / "www"
+    www.mkdir()
+    requests = []
+
+    class Handler(_Quiet):
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    httpd.www, httpd.requests = www, requests
+    httpd.url = "http://127.0.0.1:%d" % httpd.server_address[1]
+    yield httpd
+    httpd.shutdown()
+
+
+def publish(server, name, fixture):
+    with open(os.path.join(KEYS, fixture), "rb") as handle:
+        (server.www / name).write_bytes(handle.read())
+    return "%s/%s" % (server.url, name)
+
+
+def ansible(args, check=False):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json", no_proxy="127.0.0.1",
+               NO_PROXY="127.0.0.1")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
+           "-m", "dgx_spark.glm53.apt_keyring", "-a", json.dumps(args)] + (["--check"] if check else [])
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def test_pinned_key_is_installed_once_then_never_fetched_again(server, tmp_path):
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    dest = tmp_path / "keyrings" / "docker.asc"
+    spaced = " ".join(RSA[i:i + 4] for i in range(0, 40, 4))
+    first = ansible({"url": url, "dest": str(dest), "fingerprint": spaced})
+    assert first["changed"] is True and first["fetched"] is True, first
+    assert first["fingerprints"] == [RSA] and first["fingerprint"] == RSA
+    with open(os.path.join(KEYS, "rsa-with-subkey.asc"), "rb") as handle:
+        assert dest.read_bytes() == handle.read()
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o644
+    second = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert second["changed"] is False and second["fetched"] is False
+    assert server.requests == ["/gpg"]
+
+
+def test_another_key_is_refused_and_nothing_written(server, tmp_path):
+    url = publish(server, "gpgkey", "ed25519.asc")
+    dest = tmp_path / "nvidia.asc"
+    result = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert result["failed"] is True
+    assert result["msg"].startswith("the key at %s has fingerprint %s, not the pinned %s: refused, nothing was installed."
+                                    % (url, ED25519, RSA))
+    assert not dest.exists()
+
+
+def test_a_replaced_key_file_is_fixed(server, tmp_path):
+    dest = tmp_path / "docker.asc"
+    with open(os.path.join(KEYS, "ed25519.asc"), "rb") as handle:
+        dest.write_bytes(handle.read())
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    result = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert result["changed"] is True and result["fingerprints"] == [RSA]
+
+
+def test_binary_keyring_from_an_armored_key(server, tmp_path):
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    dest = tmp_path / "docker.gpg"
+    assert ansible({"url": url, "dest": str(dest), "fingerprint": RSA})["changed"] is True
+    with open(os.path.join(KEYS, "rsa-with-subkey.gpg"), "rb") as handle:
+        assert dest.read_bytes() == handle.read()
+
+
+def test_check_mode_neither_fetches_nor_writes(server, tmp_path):
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    dest = tmp_path / "docker.asc"
+    result = ansible({"url": url, "dest": str(dest), "fingerprint": RSA}, check=True)
+    assert result["changed"] is True and not dest.exists() and server.requests == []
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "cannot fetch the key from"),
+    (b"<html>moved</html>", "did not return an OpenPGP public key"),
+])
+def test_unusable_answers(server, tmp_path, content, fragment):
+    if content is not None:
+        (server.www / "gpg").write_bytes(content)
+    dest = tmp_path / "docker.asc"
+    result = ansible({"url": server.url + "/gpg", "dest": str(dest), "fingerprint": RSA})
+    assert result["failed"] is True and fragment in result["msg"], result["msg"]
+    assert not dest.exists()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ({"fingerprint": "0EBFCD88"}, "fingerprint must be a full key fingerprint"),
+    ({"dest": "/etc/apt/keyrings/docker.key"}, "dest must end in .asc (armored) or .gpg (binary)"),
+])
+def test_bad_arguments(tmp_path, args, fragment):
+    base = {"url": "http://127.0.0.1:9/gpg", "dest": str(tmp_path / "docker.asc"), "fingerprint": RSA}
+    result = ansible(dict(base, **args))
+    assert result["failed"] is True and fragment in result["msg"]
