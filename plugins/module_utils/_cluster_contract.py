@@ -1,17 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Private helpers for the cluster contract on a node: where it lives, its
-shell-sourceable form, and writing it only when it changed. Not a public API."""
+"""Private helpers for the cluster contract on a node: its file names, its JSON and
+shell-sourceable forms, and what makes one unusable. Not a public API."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import json
-import os
 import re
-import tempfile
 
 SCHEMA = 1
 JSON_NAME = "cluster.json"
@@ -54,28 +52,6 @@ def render_env(contract, node):
     lines = ["# dgx_spark.glm53 cluster contract for %s; written by the cx7_link preflight. Do not edit." % node]
     lines += ["%s=%s" % (name, shell_quote(value)) for name, value in values]
     return "\n".join(lines) + "\n"
-
-
-def read_text(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def write_atomic(path, content, mode=0o644):
-    """Replace ``path`` in one rename, so a reader never sees half a file."""
-    directory = os.path.dirname(path)
-    handle, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(content)
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except Exception:
-        os.unlink(tmp)
-        raise
 
 
 def validate(contract):

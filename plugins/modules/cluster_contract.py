@@ -100,12 +100,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import (
     ENV_NAME,
     JSON_NAME,
-    read_text,
     render_env,
     render_json,
     validate,
-    write_atomic,
 )
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import read_text, write_atomic
 
 
 def _present(module, json_path, env_path):
@@ -118,9 +117,6 @@ def _present(module, json_path, env_path):
     wanted = {json_path: render_json(contract), env_path: render_env(contract, node)}
     stale = [path for path, text in sorted(wanted.items()) if read_text(path) != text]
     if stale and not module.check_mode:
-        directory = os.path.dirname(json_path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
         for path in stale:
             write_atomic(path, wanted[path])
     module.exit_json(changed=bool(stale), path=json_path, env_path=env_path, written=stale)

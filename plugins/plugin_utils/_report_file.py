@@ -9,23 +9,12 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 
 
 def write_report(path, document):
-    """Create the directory when missing and replace the file atomically; return the path."""
+    """Write ``document`` as JSON at ``path`` (directory created, file replaced atomically); return the path."""
     path = os.path.abspath(os.path.expanduser(path))
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    handle, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=4, sort_keys=False)
-            out.write("\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except Exception:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, json.dumps(document, indent=4, sort_keys=False) + "\n")
     return path
