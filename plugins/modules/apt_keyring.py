@@ -19,6 +19,8 @@ description:
     needed) and installs it at O(dest) (mode 0644, atomically) only when its primary key's full fingerprint is
     O(fingerprint). A key with another fingerprint is refused and nothing is written.
   - Never uses C(apt-key) or the global C(trusted.gpg) keyrings.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -42,17 +44,11 @@ options:
     default: 30
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: partial
     details: Checks an existing O(dest) the same way; does not fetch in check mode and reports a change when O(dest)
       is missing or holds another key.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - Writing under C(/etc/apt/keyrings) needs root (C(become)).
 """

@@ -20,6 +20,8 @@ description:
     without rerunning the preflight. No sudo.
   - V(state=present) writes both files when their content changed (atomically, mode 0644).
   - V(state=read) returns the contract as the C(glm53_cluster) fact, or fails saying to run the preflight.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -40,16 +42,10 @@ options:
     default: ~/.config/dgx_spark.glm53
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: With V(state=present) reports whether the files would change and writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

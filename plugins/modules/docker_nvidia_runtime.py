@@ -21,6 +21,8 @@ description:
     C(default-shm-size), C(data-root), other runtimes) must come out equal in meaning; when one was lost or
     changed, the module puts the original bytes back and fails naming the keys.
   - Does not restart Docker; notify a handler on a change.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -42,16 +44,10 @@ options:
     default: 60
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Predicts the merged config without running C(nvidia-ctk).
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - Writing the daemon config needs root (C(become)).
 """

@@ -22,6 +22,8 @@ description:
     and the deadline, and the module still returns everything else.
   - The role C(dgx_spark.glm53.docker_runtime) judges the result on the controller; this module never fails for
     what it finds.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -57,16 +59,10 @@ options:
     default: 30
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Read-only; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - The test container is removed when it exits (C(--rm)) and has no network (C(--network none)).
 """

@@ -25,6 +25,8 @@ description:
     become). In check mode that is reported instead and the task shows as changed.
   - Problems no fix can solve (a wedged engine, an unreadable daemon config, a missing test image) always fail.
   - Leave C(become) unset on this task, so it sees the play's setting.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -55,16 +57,10 @@ attributes:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reports the fixes a real run would make as a change.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -30,20 +30,14 @@ description:
     listener in plays of their own, before and after the play that connects.
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details:
       - Changes nothing, so it runs every probe in check mode too.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     description: When run twice in a row with the same arguments, the second run reports no change.
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 options:
   pings:
     description:
@@ -159,6 +153,8 @@ notes:
     M(ansible.builtin.async_status).
   - A firewall that rejects shows as RV(connect.error) C(ECONNREFUSED) after the whole
     O(connect.timeout), like a port nobody listens on; one that drops shows as C(no answer).
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 """

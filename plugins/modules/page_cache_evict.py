@@ -34,12 +34,10 @@ description:
     kernel will not show are counted in RV(unmeasured).
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details:
       - Measures what is resident and reports whether it would be evicted; evicts nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     description: When run twice in a row with the same arguments, the second run reports no change.
@@ -55,10 +53,6 @@ attributes:
     support: full
     membership:
       - dgx_spark.glm53.glm53
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 options:
   paths:
     description:
@@ -158,6 +152,8 @@ seealso:
   - name: Documentation for /proc/sys/vm/drop_caches
     description: What O(method=drop_caches) writes.
     link: https://docs.kernel.org/admin-guide/sysctl/vm.html#drop-caches
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 """

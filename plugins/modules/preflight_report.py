@@ -18,6 +18,8 @@ description:
     lines for the play output.
   - Runs only on the controller (an action plugin); nothing is sent to a node. The report is this run's record, so
     the task never reports a change.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -45,16 +47,10 @@ attributes:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: The report is written in check mode too; it records the run, not the nodes.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

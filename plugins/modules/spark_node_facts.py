@@ -20,6 +20,8 @@ description:
   - Every external command runs with a deadline; a command that wedges comes back with C(timed_out=true), its
     command line and the deadline, and the module still returns everything else.
   - The controller judges the result (role C(dgx_spark.glm53.cx7_link)); this module never fails for what it finds.
+extends_documentation_fragment:
+  - dgx_spark.glm53.attributes
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -66,16 +68,10 @@ options:
         required: true
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Read-only; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - Runs as the unprivileged deploy user; needs no sudo.
 """
