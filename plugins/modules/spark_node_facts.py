@@ -66,6 +66,13 @@ options:
         description: Full 40-hex commit sha.
         type: str
         required: true
+      drafter:
+        description: The repo is a speculative-decoding drafter (fetched only when its license is accepted).
+        type: bool
+        default: false
+      license:
+        description: The repo's license when it restricts use, for messages.
+        type: str
 attributes:
   check_mode:
     support: full
@@ -81,7 +88,7 @@ EXAMPLES = r"""
   dgx_spark.glm53.spark_node_facts:
     timeout: 10
     disk_needs: {checkpoint: 165000000000, prepared: 84000000000}
-    disk_dirs: {checkpoint: ~/.cache/huggingface, prepared: ~/.cache/glm53/prepared}
+    disk_dirs: {checkpoint: ~/.cache/huggingface, prepared: ~/.cache/glm53-tf/prepared}
     models:
       - repo_id: brandonmusic/GLM-5.3-Flash-tr3-4bpw
         revision: 5ab363a8dcf6405955fd5f99671e01a1c9fb124b
@@ -201,6 +208,8 @@ def main():
             models=dict(type="list", elements="dict", default=[], options=dict(
                 repo_id=dict(type="str", required=True),
                 revision=dict(type="str", required=True),
+                drafter=dict(type="bool", default=False),
+                license=dict(type="str"),
             )),
         ),
         supports_check_mode=True,
