@@ -326,8 +326,8 @@ def render_env(example_text, site, overrides, header):
             out.append(entry["line"])
             continue
         if key in overrides and overrides[key] != shipped.get(key):
-            out.append("# %s: overridden by %s (shipped: %s)" % (key, OVERRIDES_VAR, shell_quote(shipped[key])
-                                                                   or "empty"))
+            was = shell_quote(shipped[key]) or "empty"
+            out.append("# %s: overridden by %s (shipped: %s)" % (key, OVERRIDES_VAR, was))
         column = len(entry["line"]) - len(entry["comment"])
         out.append(_assignment(key, value, entry["comment"], column))
     extra_site = sorted(key for key in site if key not in shipped)
