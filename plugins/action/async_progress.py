@@ -24,6 +24,7 @@ display = Display()
 _ARGS = {
     "jid": {"type": "str", "required": True},
     "progress_file": {"type": "str", "default": ""},
+    "log_file": {"type": "str", "default": ""},
     "label": {"type": "str", "default": "job"},
     "interval": {"type": "int", "default": 10},
     "poll": {"type": "float", "default": 1.0},
@@ -54,6 +55,14 @@ class ActionModule(ActionBase):
         except (TypeError, ValueError):
             return {}
 
+    def _last_line(self, path):
+        """The log file's last line, read with tail on the node (the log may be large)."""
+        if not path:
+            return ""
+        quoted = self._connection._shell.quote(self._remote_expand_user(path))
+        res = self._low_level_execute_command("tail -n 1 %s 2>/dev/null" % quoted)
+        return (res.get("stdout") or "").strip()[-300:]
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         valid, args = self.validate_argument_spec(argument_spec=_ARGS)
@@ -79,8 +88,11 @@ class ActionModule(ActionBase):
                 return result
             if now - last_print >= args["interval"]:
                 last_print = now
-                display.display(progress_line(host, args["label"], self._progress(args["progress_file"], task_vars),
-                                              now - start))
+                progress = self._progress(args["progress_file"], task_vars)
+                last = self._last_line(args["log_file"])
+                if last:
+                    progress["message"] = last
+                display.display(progress_line(host, args["label"], progress, now - start))
             time.sleep(args["poll"])
         self._status(args["jid"], task_vars, mode="cleanup")
         for key in ("ansible_job_id", "started", "finished", "results_file", "erased"):

@@ -11,6 +11,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_state, input_label
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
     all_known_keys,
@@ -76,10 +77,22 @@ def tensorfold_env_render(example_text, site, overrides=None, header=None):
     return render_env(example_text, env, _plain(overrides), DEFAULT_HEADER if header is None else header)
 
 
+def tensorfold_image_state(images, base, image, kit_tree, patches_tree):
+    """What one node must build, from its ``docker image inspect`` list."""
+    return image_state(_plain(images), base, image, kit_tree, patches_tree)
+
+
+def tensorfold_image_inputs(images):
+    """The input-hash label of each image in a list of ``docker image inspect`` objects."""
+    return [input_label(image) for image in _plain(images) or []]
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "tensorfold_env_site": tensorfold_env_site,
             "tensorfold_env_errors": tensorfold_env_errors,
             "tensorfold_env_render": tensorfold_env_render,
+            "tensorfold_image_state": tensorfold_image_state,
+            "tensorfold_image_inputs": tensorfold_image_inputs,
         }

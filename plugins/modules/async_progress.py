@@ -33,6 +33,10 @@ options:
     description: Path of the job's progress file on the node; empty prints elapsed time only.
     type: str
     default: ""
+  log_file:
+    description: A text log on the node whose last line each progress line shows (read with C(tail -n 1)).
+    type: str
+    default: ""
   label:
     description: What the job is, for the progress lines.
     type: str
