@@ -263,6 +263,8 @@ class Hub:
     def status(self) -> dict:
         return {
             "version": self.version,
+            "pid": os.getpid(),
+            "root": str(self.root),
             "url": self.url,
             "repos": {r.repo_id: r.sha for r in self.repos.values()},
             "rate_bps": self.bucket.rate,
