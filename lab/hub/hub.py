@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """The lab hub: a simulator of the Hugging Face Hub HTTP interface that the real
 huggingface_hub client accepts as its `endpoint` (HF_ENDPOINT). See lab/README.md.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Deterministic test repositories for the lab hub (lab/hub/hub.py).
 
 The collection's pinned model repositories, under their real names and at their real
