@@ -659,8 +659,14 @@ def hub_wanted() -> tuple[str, bool]:
 
 
 def hub_matches(answer: dict | None) -> bool:
+    """Whether a hub's status shows this checkout's code, data dir and options."""
     version, bench = hub_wanted()
-    return bool(answer) and answer.get("version") == version and ("glm53-lab/bench-1g" in answer.get("repos", {})) == bench
+    return (
+        bool(answer)
+        and answer.get("version") == version
+        and answer.get("root") == str(HUB_DATA)
+        and ("glm53-lab/bench-1g" in answer.get("repos", {})) == bench
+    )
 
 
 def stop_hub() -> bool:
@@ -686,12 +692,12 @@ def ensure_hub(changes: list[str]) -> None:
     if pid is None and answer is not None:
         if not is_hub_process(answer.get("pid")):
             raise LabError(f"something that is not the lab hub answers at {HUB_URL}; stop it and rerun")
-        # Started by another checkout of the lab (the lab is one per machine): adopt it.
+        # Started by another checkout of the lab (the lab is one per machine): take it over.
         pid = answer["pid"]
         HUB_PID.write_text(f"{pid}\n")
     if pid and hub_matches(answer):
         return
-    reason = "not running" if pid is None else "older code or options" if answer else "not answering"
+    reason = "not running" if pid is None else "other code, data dir or options" if answer else "not answering"
     stop_hub()
     HUB_DATA.mkdir(parents=True, exist_ok=True)
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -718,12 +724,14 @@ def ensure_hub(changes: list[str]) -> None:
 def hub_status() -> tuple[bool, str]:
     """(healthy, one report line) of the hub."""
     pid = hub_pid()
+    answer = hub_answer()
+    if pid is None and answer is not None and is_hub_process(answer.get("pid")):
+        return False, f"hub: pid {answer['pid']} of another checkout (data {answer.get('root')}) at {HUB_URL} (`make lab-up` replaces it)"
     if pid is None:
         return False, f"hub: not running (`make lab-up` starts it at {HUB_URL})"
-    answer = hub_answer()
     if answer is None:
         return False, f"hub: pid {pid} does not answer at {HUB_URL} (log: {HUB_LOG}; `make lab-up` restarts it)"
-    stale = "" if hub_matches(answer) else "; runs older code or options (`make lab-up` restarts it)"
+    stale = "" if hub_matches(answer) else "; runs other code, data dir or options (`make lab-up` restarts it)"
     return not stale, f"hub: {'healthy' if not stale else 'STALE'}, pid {pid} at {HUB_URL}, {len(answer.get('repos', {}))} repos{stale}"
 
 
