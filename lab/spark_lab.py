@@ -9,7 +9,8 @@ See lab/README.md.
     python lab/spark_lab.py inventory [--nodes N]   # print the inventory path for N nodes
     python lab/spark_lab.py down                # remove our containers, networks, volumes
 
-N defaults to $GLM53_LAB_NODES, else 2.
+N defaults to $GLM53_LAB_NODES, else 2. `up` also keeps the lab hub (lab/hub/hub.py, a
+Hugging Face Hub simulator) running on the controller at http://198.18.0.1:8090.
 
 Everything this creates carries the label glm53-lab=1, and `down` removes only
 that. Only the standard library and the docker CLI are used, so it runs before
@@ -27,10 +28,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -605,6 +608,133 @@ def check_ssh(node: Node) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------------ lab hub
+# The Hugging Face Hub simulator the nodes download from (lab/hub/hub.py, lab/README.md):
+# a background process of the controller's system python3 on the management gateway.
+
+HUB_HOST, HUB_PORT = "198.18.0.1", 8090  # glm53-lab-mgmt's gateway: the controller, seen from the nodes
+HUB_URL = f"http://{HUB_HOST}:{HUB_PORT}"  # = glm53_hf_endpoint in lab/inventory/group_vars/sparks.yml
+HUB_SCRIPT = LAB / "hub" / "hub.py"
+HUB_DATA = STATE / "hub"  # generated repos and requests.jsonl
+HUB_PID = STATE / "hub.pid"
+HUB_LOG = STATE / "hub.log"
+HUB_BENCH_ENV = "GLM53_LAB_HUB_BENCH"  # =1: also serve glm53-lab/bench-1g (1 GiB)
+
+
+def is_hub_process(pid) -> bool:
+    """Whether `pid` runs `lab/hub/hub.py serve` (of this checkout of the lab or another)."""
+    try:
+        argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().split(b"\0")
+    except (OSError, TypeError, ValueError):
+        return False
+    return b"serve" in argv and any(a.endswith(b"lab/hub/hub.py") for a in argv)
+
+
+def hub_pid() -> int | None:
+    """The pid in hub.pid, only while that process is still a `hub.py serve`."""
+    try:
+        pid = int(HUB_PID.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if is_hub_process(pid) else None
+
+
+def hub_answer(timeout: float = 2.0) -> dict | None:
+    """The hub's /_lab/status, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(HUB_URL + "/_lab/status", timeout=timeout) as resp:
+            return json.load(resp)
+    except (OSError, ValueError):
+        return None
+
+
+def hub_wanted() -> tuple[str, bool]:
+    """(code version, bench repo wanted) a running hub must match, else `up` restarts it."""
+    sys.path.insert(0, str(HUB_SCRIPT.parent))
+    try:
+        import hub as hub_module  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(str(HUB_SCRIPT.parent))
+    return hub_module.code_version(), os.environ.get(HUB_BENCH_ENV) == "1"
+
+
+def hub_matches(answer: dict | None) -> bool:
+    """Whether a hub's status shows this checkout's code, data dir and options."""
+    version, bench = hub_wanted()
+    return (
+        bool(answer)
+        and answer.get("version") == version
+        and answer.get("root") == str(HUB_DATA)
+        and ("glm53-lab/bench-1g" in answer.get("repos", {})) == bench
+    )
+
+
+def stop_hub() -> bool:
+    """Stop the hub we started (by its pid); True when one was running."""
+    pid = hub_pid()
+    HUB_PID.unlink(missing_ok=True)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 10
+    while Path(f"/proc/{pid}").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def ensure_hub(changes: list[str]) -> None:
+    """The hub runs at HUB_URL with the current code: started if missing, restarted if dead,
+    stuck or older; nothing happens when it is fine. Needs the mgmt network (its address)."""
+    pid = hub_pid()
+    answer = hub_answer()
+    if pid is None and answer is not None:
+        if not is_hub_process(answer.get("pid")):
+            raise LabError(f"something that is not the lab hub answers at {HUB_URL}; stop it and rerun")
+        # Started by another checkout of the lab (the lab is one per machine): take it over.
+        pid = answer["pid"]
+        HUB_PID.write_text(f"{pid}\n")
+    if pid and hub_matches(answer):
+        return
+    reason = "not running" if pid is None else "other code, data dir or options" if answer else "not answering"
+    stop_hub()
+    HUB_DATA.mkdir(parents=True, exist_ok=True)
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    cmd = [python, str(HUB_SCRIPT), "serve", "--root", str(HUB_DATA), "--host", HUB_HOST, "--port", str(HUB_PORT)]
+    if hub_wanted()[1]:
+        cmd.append("--bench")
+    log(f"starting the lab hub at {HUB_URL} ({reason}; log: {HUB_LOG})")
+    with open(HUB_LOG, "ab") as out:
+        # Own session, so it outlives make; the first start generates the test repos.
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    HUB_PID.write_text(f"{proc.pid}\n")
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            tail = HUB_LOG.read_text(errors="replace").splitlines()[-15:]
+            raise LabError(f"the lab hub exited {proc.returncode}; last lines of {HUB_LOG}:\n" + "\n".join(tail))
+        if hub_matches(hub_answer()):
+            changes.append(f"{'started' if pid is None else 'restarted'} the lab hub at {HUB_URL} ({reason})")
+            return
+        time.sleep(0.5)
+    raise LabError(f"the lab hub (pid {proc.pid}) did not answer at {HUB_URL} within 300 s; see {HUB_LOG}")
+
+
+def hub_status() -> tuple[bool, str]:
+    """(healthy, one report line) of the hub."""
+    pid = hub_pid()
+    answer = hub_answer()
+    if pid is None and answer is not None and is_hub_process(answer.get("pid")):
+        return False, f"hub: pid {answer['pid']} of another checkout (data {answer.get('root')}) at {HUB_URL} (`make lab-up` replaces it)"
+    if pid is None:
+        return False, f"hub: not running (`make lab-up` starts it at {HUB_URL})"
+    if answer is None:
+        return False, f"hub: pid {pid} does not answer at {HUB_URL} (log: {HUB_LOG}; `make lab-up` restarts it)"
+    stale = "" if hub_matches(answer) else "; runs other code, data dir or options (`make lab-up` restarts it)"
+    return not stale, f"hub: {'healthy' if not stale else 'STALE'}, pid {pid} at {HUB_URL}, {len(answer.get('repos', {}))} repos{stale}"
+
+
 # ---------------------------------------------------------------------- inventory
 
 
@@ -717,6 +847,7 @@ def up(nodes: int | None = None) -> Lab:
         image, base = ensure_images(changes)
         ensure_networks(changes)
         ensure_cable_rules(changes)
+        ensure_hub(changes)
         remove_extra_nodes(count, changes)
         changes += per_node(lambda node: ensure_node(node, image, lab), lab)
         ensure_keys(lab, changes)
@@ -739,6 +870,8 @@ def up(nodes: int | None = None) -> Lab:
 
 def down() -> None:
     with locked():
+        if stop_hub():
+            log(f"stopped the lab hub ({HUB_URL})")
         if not engine_answers():
             log("no Docker engine answers: nothing to remove")
             return
@@ -810,6 +943,9 @@ def status(nodes: int | None = None) -> bool:
     for node_ok, lines in results:
         healthy &= node_ok
         print("\n".join(lines))
+    hub_ok, hub_line = hub_status()
+    healthy &= hub_ok
+    print(hub_line)
     for index, name in existing.items():
         if index >= count:
             print(f"{name}: extra node, not part of a {count}-node lab (`up --nodes {count}` removes it)")

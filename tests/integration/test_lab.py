@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -525,6 +526,19 @@ def test_helpers_take_any_lab_node_name(lab):
 
 
 # ------------------------------------------------------------ four-node lab
+
+
+def test_every_node_reaches_the_lab_hub(lab):
+    endpoint = yaml.safe_load((REPO / "lab" / "inventory" / "group_vars" / "sparks.yml").read_text())["glm53_hf_endpoint"]
+    assert endpoint == spark_lab.HUB_URL
+    repo, sha = "brandonmusic/GLM-5.3-Flash-tr3-4bpw", "5ab363a8dcf6405955fd5f99671e01a1c9fb124b"
+    for node in lab.nodes.values():
+        info = json.loads(sh(node.name, f"curl -sf {endpoint}/api/models/{repo}/revision/{sha}?blobs=true"))
+        assert info["sha"] == sha and info["id"] == repo
+        assert any(s.get("lfs") for s in info["siblings"])
+    with urllib.request.urlopen(endpoint + "/_lab/requests", timeout=10) as resp:
+        clients = {r["client"] for r in json.load(resp) if r["repo"] == repo}
+    assert {n.mgmt for n in lab.nodes.values()} <= clients
 
 
 def test_four_node_lab_shape_and_rerun(lab4):
