@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_state, input_label
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
     all_known_keys,
@@ -87,6 +88,11 @@ def tensorfold_image_inputs(images):
     return [input_label(image) for image in _plain(images) or []]
 
 
+def tensorfold_start_failure(wait, serve, attempt, slots):
+    """Why a start failed, with both ranks' last log lines."""
+    return start_failure(_plain(wait), _plain(serve), attempt, slots)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -95,4 +101,5 @@ class FilterModule(object):
             "tensorfold_env_render": tensorfold_env_render,
             "tensorfold_image_state": tensorfold_image_state,
             "tensorfold_image_inputs": tensorfold_image_inputs,
+            "tensorfold_start_failure": tensorfold_start_failure,
         }

@@ -92,10 +92,8 @@ def test_mirror_fetches_each_file_once_then_a_rerun_changes_and_fetches_nothing(
     first = run_playbook(PLAYBOOK, extravars={"path": "tensorfold", "hf_weights_progress_interval": 1})
     gets = file_gets(hub_log())
     names = [e["file"] for e in gets if e.get("status") in (200, 206)]
-    expected = sorted(hub_repos.REPOS[TR3]["files"]) if hasattr(hub_repos, "REPOS") else None
-    assert names and len(names) == len(set(names)), names  # each file once, though two nodes hold it
-    if expected:
-        assert sorted(names) == expected
+    expected = sorted(f.name for f in hub_repos.catalog()[TR3].files)
+    assert sorted(names) == expected, names  # each file once, though two nodes hold it
     assert not [e for e in hub_log() if e.get("repo") == DFLASH], "the drafter was fetched without acceptance"
     assert tree_sums(HEAD, TR3, TR3_REV) == tree_sums(WORKER, TR3, TR3_REV)
     assert len(tree_sums(WORKER, TR3, TR3_REV)) == len(set(names))
@@ -197,9 +195,8 @@ def test_a_worker_short_of_space_is_refused_before_any_download(run_playbook, fr
 
 
 def test_a_token_reaches_no_artifact_output_or_file(run_playbook, fresh):
-    gated = hub_repos.GATED_REPO if hasattr(hub_repos, "GATED_REPO") else "glm53-lab/gated-model"
-    token = hub_repos.GATED_TOKEN if hasattr(hub_repos, "GATED_TOKEN") else "hf_lab_gated_token_0123456789"
-    revision = hub_repos.REPOS[gated]["revision"]
+    gated, token = hub_repos.GATED, hub_repos.GATED_TOKEN
+    revision = hub_repos.PINNED[gated]
     models = {"tensorfold": [{"repo_id": gated, "revision": revision}]}
     refused = run_playbook(PLAYBOOK, extravars={"path": "tensorfold", "glm53_models": models}, expect_success=False)
     refused.assert_failed()
