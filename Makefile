@@ -89,16 +89,14 @@ lab-down:
 lab-status:
 	$(LAB_TOOL) status $(LAB_NODES)
 
-# Operator rehearsal on the lab. For now it runs the read-only preflight when that
-# playbook exists; it will run playbooks/site.yml once the deployment roles land.
+# Operator rehearsal on the lab: the README's main job. Brings the lab up, deploys
+# path=tensorfold with playbooks/site.yml (preflight, Docker, weights from the lab hub, the
+# kit and the C8 profile with lp9001, 8 slots), then shows the endpoint, the slot count and
+# one streamed chat completion from the head. Idempotent: a second run reports changed=0.
 lab: setup lab-up
 	@inventory=$$($(LAB_TOOL) inventory $(LAB_NODES)); \
-	if [ -f playbooks/preflight.yml ]; then \
-	  ansible-playbook -i $$inventory playbooks/preflight.yml; \
-	else \
-	  echo "lab is up. Deploy onto it with:"; \
-	  echo "  ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold"; \
-	fi
+	ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold
+	bash lab/demo.sh
 
 # End-to-end tests on the lab (the `lab` fixture brings it up). pytest exits 5 when it
 # collects nothing, which fails this target as it should.
