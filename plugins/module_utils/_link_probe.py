@@ -5,8 +5,8 @@
 """Private helpers for link_probe. Not a public API.
 
 The probes between nodes (DF pings, a TCP listener and connector, ssh) are built on
-plain sockets and on ``_deadline.run_with_timeout``, the one way node-side code runs
-a command that can wedge.
+plain sockets, on ``_deadline.run_with_timeout``, the one way node-side code runs
+a command that can wedge, and on ``_ssh.run_ssh``, the one way it reaches a worker.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import os_error, run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._ssh import run_ssh
 
 # A refused connect means the listener is not up yet; try again this often.
 CONNECT_RETRY = 0.1
@@ -156,13 +157,6 @@ def connect(address, port, timeout):
         out["error"] = "no connection to %s:%d within %gs (%d attempts); last error: %s" % (
             address, port, timeout, out["attempts"], last)
     return out
-
-
-def run_ssh(target, options, command, timeout):
-    """``ssh <options> <target> <command>`` through run_with_timeout, plus ``target``. rc 255 is ssh's own failure."""
-    result = run_with_timeout(["ssh"] + list(options) + [target, command], timeout)
-    result["target"] = target
-    return result
 
 
 def _check_range(errors, name, value, bounds, unit=""):

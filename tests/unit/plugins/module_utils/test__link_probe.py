@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import alive, timed
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import timed
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _link_probe as lp
 
 NOWHERE = "198.18.255.254"
@@ -177,41 +177,6 @@ def test_a_wedged_ping_is_killed_and_reported(monkeypatch, tmp_path):
     assert wall < 3, wall
     assert result["timed_out"] is True and result["ok"] is False
     assert result["error"].startswith("`ping -M do -s 56 -c 1 -i 0.2 -W 1 -I lo 127.0.0.1` did not finish within 1.7s")
-
-
-# --- ssh ----------------------------------------------------------------------------------------
-
-def _sleepers(mark):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as handle:
-                if handle.read() == b"sleep\0" + mark.encode() + b"\0" and alive(int(pid)):
-                    found.append(pid)
-        except (IOError, OSError):
-            pass
-    return found
-
-
-@needs_ssh
-def test_ssh_that_hangs_is_killed_with_its_proxy_command():
-    mark = "30.%d" % os.getpid()
-    result, wall = timed(lp.run_ssh, "nobody@%s" % NOWHERE, ["-o", "BatchMode=yes", "-o", "ProxyCommand=sleep %s" % mark],
-                         "docker ps -q", 1.5)
-    assert 1.5 <= wall < 2.6, wall
-    assert result["timed_out"] is True and result["timeout"] == 1.5 and result["target"] == "nobody@%s" % NOWHERE
-    assert result["command"] == "ssh -o BatchMode=yes -o 'ProxyCommand=sleep %s' nobody@%s 'docker ps -q'" % (mark, NOWHERE)
-    assert result["error"] == "`%s` did not finish within 1.5s; its process group was killed" % result["command"]
-    assert _sleepers(mark) == []
-
-
-@needs_ssh
-def test_ssh_that_cannot_connect_fails_with_255_within_its_connect_timeout():
-    options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=1", "-o", "StrictHostKeyChecking=no",
-               "-o", "UserKnownHostsFile=/dev/null"]
-    result, wall = timed(lp.run_ssh, "nobody@%s" % NOWHERE, options, "true", 10)
-    assert wall < 4, wall
-    assert result["timed_out"] is False and result["rc"] == 255 and result["error"] is None, result
 
 
 # --- validate and probe -------------------------------------------------------------------------
