@@ -331,6 +331,9 @@ def tensorfold_verdict(ranks, health, models, slots_wanted, log_text=None, serve
     out["slots"] = found
     out["reason"] = reason or slots_reason
     out["ready"] = out["reason"] is None
+    # The engine fits its slots once, at load: serving with a reported count that is short
+    # will not grow by waiting, so the verdict is final (fail now, not at the timeout).
+    out["final"] = reason is None and slots_reason is not None and found is not None
     return out
 
 

@@ -264,6 +264,9 @@ class Waiter(object):
             if failure:
                 return self._finish(False, reason=failure, msg=failure)
             self.state["slots"] = verdict["slots"]
+            if verdict.get("final") and self.params.get("slots_final"):
+                message = "not ready: %s" % verdict["reason"]
+                return self._finish(False, reason=verdict["reason"], msg=message)
             if verdict["ready"]:
                 failure = self._canary() if self.params["canary"] else None
                 if failure:

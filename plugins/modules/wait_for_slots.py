@@ -131,6 +131,13 @@ options:
     description: Log lines of a failed rank to return (C(docker logs --tail)); at least V(1).
     type: int
     default: 40
+  slots_final:
+    description:
+      - The start has finished (for example C(serve.sh start) returned), so a slot count the serving engine
+        reports below O(slots) is final and fails at once. The engine fits its slots once, at load.
+      - Leave V(false) while a start may still restart the engine with the caches dropped (the kit's slot retries).
+    type: bool
+    default: false
 requirements:
   - The C(docker) CLI usable by the connecting user without sudo on this node and on the workers, and the
     OpenSSH client on this node when O(workers) is not empty.
@@ -304,6 +311,7 @@ ARGUMENT_SPEC = dict(
     canary_max_tokens=dict(type="int", default=4, no_log=False),
     served_name=dict(type="str"),
     log_lines=dict(type="int", default=40),
+    slots_final=dict(type="bool", default=False),
 )
 
 

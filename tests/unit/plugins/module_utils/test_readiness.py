@@ -271,12 +271,13 @@ def tf(log_text=HEALTHY_8, health=W18_HEALTH, models=None, ranks=None, slots=8, 
 
 
 def test_tensorfold_ready_with_8_slots_in_the_log_and_the_w18_health():
-    assert tf() == {"ready": True, "reason": None, "slots": 8}
+    assert tf() == {"ready": True, "reason": None, "slots": 8, "final": False}
 
 
 def test_tensorfold_one_slot_names_the_count_the_engines_line_and_the_eviction():
     verdict = tf(log_text=ONE_SLOT)
     assert verdict["ready"] is False and verdict["slots"] == 1
+    assert verdict["final"] is True  # serving with a reported short count: slots never grow after load
     assert verdict["reason"] == (
         "rank-0 log reports 1 request slot(s), want 8 (%s): page cache counts as used at load on GB10, evict it "
         "before starting (dgx_spark.glm53.page_cache_evict), stop other workloads, then restart the ranks"
@@ -288,11 +289,11 @@ def test_tensorfold_every_source_must_reach_the_slots():
     verdict = tf(health=health_0600(4))
     assert verdict["ready"] is False and verdict["slots"] == 4
     assert verdict["reason"].startswith("/health streams.max reports 4 request slot(s), want 8")
-    assert tf(health=health_0600(8)) == {"ready": True, "reason": None, "slots": 8}
+    assert tf(health=health_0600(8)) == {"ready": True, "reason": None, "slots": 8, "final": False}
 
 
 def test_tensorfold_without_a_container_reads_streams_max():
-    assert tf(log_text=None, health=health_0600(8), ranks=[]) == {"ready": True, "reason": None, "slots": 8}
+    assert tf(log_text=None, health=health_0600(8), ranks=[]) == {"ready": True, "reason": None, "slots": 8, "final": False}
     verdict = tf(log_text=None, health=W18_HEALTH, ranks=[])
     assert verdict["ready"] is False and verdict["reason"] == (
         "no slot count, want 8: the rank-0 log is not read (no head container) and /health has no streams.max "
