@@ -1,0 +1,179 @@
+"""Path tensorfold end to end on the lab: site.yml -e path=tensorfold drives the simulated
+kit (lab/sim/kit: serve.sh with the real kit's CLI contract, exit codes and container
+names), the simulated profile (the C8 env and Dockerfile.logprobs with its overlay) and
+the simulated engine (slots from measured page-cache residency; rank 1 meets rank 0 over
+the link), with real git, real Docker engines on each node, real ssh and the real page
+cache. Asserted: what an operator sees - the play's outcome and messages, the containers
+and their start times, the API's answers, prod.env, and the images on both nodes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+import pytest
+
+from lab_faults import HEAD, WORKER, sh
+
+SITE = "playbooks/site.yml"
+TF = {"path": "tensorfold"}
+KIT = "/home/spark/glm53-tensorfold-spark"
+SESSIONS = "/home/spark/.cache/glm53-tf/sessions"
+API = "http://127.0.0.1:8000"
+
+
+def spark(node, script, check=True):
+    return sh(node, script, user="spark", check=check)
+
+
+def started_at(node, name):
+    run = spark(node, f"docker inspect -f '{{{{.State.StartedAt}}}} {{{{.State.Running}}}}' {name}", check=False)
+    return run.stdout.strip() if run.returncode == 0 else None
+
+
+def ranks():
+    return started_at(HEAD, "glm53-tf-r0"), started_at(WORKER, "glm53-tf-r1")
+
+
+def running_ranks():
+    return [(node, spark(node, "docker ps -q --filter name=glm53-tf-r").stdout.split()) for node in (HEAD, WORKER)]
+
+
+def api(path, payload=None):
+    data = "" if payload is None else f"-H 'Content-Type: application/json' -d {shlex.quote(json.dumps(payload))}"
+    out = spark(HEAD, f"curl -sf -m 30 {data} {API}{path}").stdout
+    return json.loads(out)
+
+
+def slots_in_log():
+    return spark(HEAD, "docker logs glm53-tf-r0 2>&1 | grep -oE '[0-9]+ request slot\\(s\\)' | tail -n 1").stdout.strip()
+
+
+def stop_service():
+    spark(HEAD, f"cd {KIT} && scripts/serve.sh stop >/dev/null 2>&1 || true", check=False)
+
+
+def image_id(node, tag):
+    return spark(node, f"docker image inspect -f '{{{{.Id}}}}' {tag}").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def deployed(lab):
+    """One cold deploy for the module (the weights come from the lab hub)."""
+    from conftest import PlaybookRunner  # pylint: disable=import-outside-toplevel
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+    runner = PlaybookRunner(Path(lab.inventory), "tensorfold-cold")
+    stop_service()
+    started = time.monotonic()
+    cold = runner(SITE, extravars=TF)
+    return {"run": cold, "seconds": time.monotonic() - started, "runner": runner}
+
+
+def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(deployed, run_playbook):
+    assert slots_in_log() == "8 request slot(s)"
+    health = api("/health")
+    assert health["ok"] is True
+    models = api("/v1/models")
+    assert models["data"][0]["max_model_len"] == 1048576
+    before = ranks()
+    assert all(b and b.endswith("true") for b in before), before
+    again = run_playbook(SITE, extravars=TF, ident="rerun")
+    assert again.changed_total == 0
+    assert ranks() == before, "a converged rerun restarted a rank"
+    log = spark(HEAD, "cat ~/.local/state/glm53-tf-prod/tf-prod.log").stdout
+    assert "READY 8 slots" in log
+    assert spark(HEAD, "test -e ~/.local/state/glm53-tf-prod/DISABLED", check=False).returncode != 0
+
+
+def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
+    env = spark(HEAD, f"cd {KIT} && env -i bash -c 'set -a; . config/prod.env; env'").stdout
+    values = dict(line.split("=", 1) for line in env.splitlines() if "=" in line)
+    assert values["GLM53_TF_BATCH"] == "8" and values["GLM53_TF_BATCH_ADMIT_GB"] == "0.25"
+    assert values["GLM53_TF_BATCH_PIECE"] == "4096"
+    assert spark(HEAD, f"grep -c '^GLM53_TF_BATCH_PIECE=' {KIT}/config/prod.env").stdout.strip() == "1"
+    assert values["IMAGE"] == "glm53-tensorfold:lp9001" and values["HOST"] == "127.0.0.1" and values["PORT"] == "8000"
+    assert values["HEAD_IP"] == "198.18.1.10" and values["WORKER_SSH"] == "spark@198.18.1.11"
+    assert values["DRAFTER"] == ""  # the drafter's license was not accepted
+    assert values["MODEL_PATH"].startswith("/root/.cache/huggingface/hub/models--brandonmusic--GLM-5.3-Flash-tr3-4bpw/")
+
+
+def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_playbook):
+    ask = {"model": "glm-5.3-flash", "max_tokens": 4, "logprobs": True, "top_logprobs": 2,
+           "messages": [{"role": "user", "content": "hi"}]}
+    answer = api("/v1/chat/completions", ask)
+    assert answer["choices"][0]["logprobs"]["content"], answer
+    try:
+        run_playbook(SITE, extravars=dict(TF, tensorfold_image="glm53-tensorfold:dev"), ident="dev-image")
+        assert api("/v1/chat/completions", ask)["choices"][0].get("logprobs") is None
+    finally:
+        run_playbook(SITE, extravars=TF, ident="back-to-lp9001")
+    assert api("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"]
+
+
+def test_unknown_override_fails_before_any_change(deployed, run_playbook):
+    before = ranks()
+    run = run_playbook(SITE, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_BACH": 4}), expect_success=False)
+    run.assert_failed()
+    assert "unknown key 'GLM53_TF_BACH' (did you mean GLM53_TF_BATCH" in run.stdout
+    assert run.changed_total == 0 and ranks() == before
+
+
+def test_warm_page_cache_without_eviction_boots_1_slot_and_fails_naming_it(deployed, run_playbook):
+    stop_service()
+    for node in (HEAD, WORKER):  # the weights were just copied: their pages are cached
+        spark(node, "find -L ~/.cache/huggingface/hub -type f -size +1M -exec cat {} + > /dev/null")
+    run = run_playbook(SITE, extravars=dict(TF, tensorfold_evict=False, tensorfold_start_attempts=1),
+                       expect_success=False)
+    run.assert_failed()
+    assert "1 request slot(s), want 8" in run.stdout and "tensorfold_evict" in run.stdout
+    assert running_ranks() == [(HEAD, []), (WORKER, [])], "a failed start left a rank running"
+    fixed = run_playbook(SITE, extravars=TF, ident="with-eviction")
+    assert fixed.changed_total > 0 and slots_in_log() == "8 request slot(s)"
+
+
+def test_a_worker_rank_killed_during_start_fails_fast_with_both_ranks_lines(deployed, run_playbook):
+    stop_service()
+    # Kill rank 1 whenever it runs, for the whole start (both attempts).
+    sh(WORKER, "nohup bash -c 'for i in $(seq 600); do docker kill glm53-tf-r1 >/dev/null 2>&1; sleep 0.2; done' "
+               ">/dev/null 2>&1 & echo $! > /tmp/glm53-killer.pid")
+    try:
+        started = time.monotonic()
+        run = run_playbook(SITE, extravars=TF, expect_success=False)
+        took = time.monotonic() - started
+    finally:
+        sh(WORKER, "kill $(cat /tmp/glm53-killer.pid) 2>/dev/null; rm -f /tmp/glm53-killer.pid", check=False)
+    run.assert_failed()
+    assert took < 240, took  # tensorfold_start_timeout is 1800 s
+    assert "rank 1" in run.stdout and "exited" in run.stdout
+    assert "glm53-tf-r0 on spark-head" in run.stdout and "glm53-tf-r1 on spark-worker" in run.stdout
+    assert running_ranks() == [(HEAD, []), (WORKER, [])]
+    run_playbook(SITE, extravars=TF, ident="recover")
+
+
+def test_a_silent_hang_is_not_ready_and_names_the_canary(deployed, run_playbook):
+    stop_service()
+    spark(HEAD, f"mkdir -p {SESSIONS} && touch {SESSIONS}/lab-hang")
+    try:
+        run = run_playbook(SITE, extravars=dict(TF, tensorfold_start_attempts=1, tensorfold_canary_timeout=5),
+                           expect_success=False)
+    finally:
+        spark(HEAD, f"rm -f {SESSIONS}/lab-hang")
+    run.assert_failed()
+    assert "canary" in run.stdout and "wedged" in run.stdout
+    run_playbook(SITE, extravars=TF, ident="recover-hang")
+
+
+def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook, lab):
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+    state = json.loads((Path(lab.inventory).parent.parent / ".state" / "git" / "commits.json").read_text())
+    other = state["profile"][-2] if isinstance(state["profile"], list) else state["profile_previous"]
+    before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
+    before = ranks()
+    try:
+        run = run_playbook(SITE, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
+        after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
+        assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
+        assert ranks() != before and run.changed_total > 0
+    finally:
+        run_playbook(SITE, extravars=TF, ident="profile-back")
