@@ -1,0 +1,74 @@
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Wall time of a cold deploy and of converged reruns of playbooks/site.yml -e path=tensorfold
+on the Spark lab.
+
+Cold: the ranks stopped, the images and the weights removed from both nodes (outside the
+timing), then one timed site.yml run to 8 slots. Rerun: --runs timed runs on the converged
+lab, each of which must report changed=0.
+
+    .venv/bin/python benchmarks/site_rerun.py [--runs 5] [--target 45] [--ratio 0.15]
+
+Exit 0 when the median rerun is under --target seconds and under --ratio x the cold deploy.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SITE = os.path.join(REPO, "playbooks", "site.yml")
+CLEAN = ("cd ~/glm53-tensorfold-spark 2>/dev/null && scripts/serve.sh stop >/dev/null 2>&1; "
+         "docker rmi -f glm53-tensorfold:lp9001 glm53-tensorfold:dev >/dev/null 2>&1; "
+         "rm -rf ~/.cache/huggingface/hub ~/glm53-tensorfold-spark ~/glm-5.3-flash-2xdgx-spark; true")
+
+
+def run(inventory, env):
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "-i", inventory, SITE, "-e", "path=tensorfold"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stdout[-5000:] + proc.stderr[-2000:])
+        raise SystemExit("site.yml failed (rc=%d)" % proc.returncode)
+    changed = sum(int(n) for n in re.findall(r"changed=(\d+)", proc.stdout.split("PLAY RECAP")[-1]))
+    return seconds, changed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--target", type=float, default=45.0)
+    parser.add_argument("--ratio", type=float, default=0.15)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, os.path.join(REPO, "lab"))
+    import spark_lab  # pylint: disable=import-outside-toplevel
+    inventory = spark_lab.up(nodes=2).inventory
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    for node in ("spark-head", "spark-worker"):
+        spark_lab.node_exec(node, CLEAN, user="spark", check=False)
+    cold, _changed = run(inventory, env)
+    reruns = []
+    for _run in range(args.runs):
+        seconds, changed = run(inventory, env)
+        if changed:
+            raise SystemExit("a converged rerun reported changed=%d" % changed)
+        reruns.append(seconds)
+    median = statistics.median(reruns)
+    print("site.yml -e path=tensorfold on the Spark lab (2 nodes, %d CPUs)" % (os.cpu_count() or 0))
+    print("%-22s %8s %8s %8s" % ("run", "min s", "median s", "max s"))
+    print("%-22s %8.1f %8.1f %8.1f" % ("cold deploy (1 run)", cold, cold, cold))
+    print("%-22s %8.1f %8.1f %8.1f" % ("converged rerun (%d)" % args.runs, min(reruns), median, max(reruns)))
+    print("\nrerun median %.1f s: %s %.0f s; %.0f%% of the cold deploy (target under %.0f%%)" % (
+        median, "under" if median < args.target else "OVER", args.target, 100 * median / cold, 100 * args.ratio))
+    return 0 if median < args.target and median < args.ratio * cold else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
