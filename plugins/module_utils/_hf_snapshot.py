@@ -1,0 +1,888 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Private helpers for hf_snapshot. Not a public API.
+
+One pinned revision of a Hugging Face model repo in the hub cache layout
+(``<cache>/hub/models--org--name/{blobs,snapshots/<sha>}``): its file list (from the hub
+once, then from a manifest kept beside the snapshot), verification by size or sha256, and
+the fetch of what is missing through huggingface_hub's own ``hf_hub_download``.
+huggingface_hub is imported only when the file list or a fetch needs the network.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
+
+MANIFEST_SCHEMA = 1
+# Beside snapshots/, not in it: huggingface_hub's scan_cache_dir reports any file under
+# snapshots/<sha> that is not a link into blobs/ as corruption.
+MANIFEST_DIR = ".glm53"
+VERIFY_MODES = ("size", "sha256")
+HASH_CHUNK = 8 << 20
+PROGRESS_INTERVAL = 1.0
+# Seconds of progress samples the rate is measured over.
+RATE_WINDOW = 10.0
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+# Exception class names (anywhere in the MRO) that mean the hub gave a definite answer: every
+# other file would get the same, so the remaining fetches are cancelled.
+_DEFINITE = ("RepositoryNotFoundError", "RevisionNotFoundError", "GatedRepoError", "DisabledRepoError",
+             "OfflineModeIsEnabled", "RemoteEntryNotFoundError")
+# A local file system error while fetching: the cache, not the network.
+_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_CACHE_ERRNOS = _SPACE_ERRNOS + (errno.EACCES, errno.EPERM, errno.EROFS)
+_TRANSIENT = ("LocalEntryNotFoundError", "TransportError", "TimeoutException", "NetworkError", "ConnectError",
+              "RemoteProtocolError", "ReadError", "XetDownloadError", "ConnectionError", "TimeoutError")
+
+
+class SnapshotError(Exception):
+    """A failure for the operator: the message, plus what the run found so far."""
+
+    def __init__(self, message, result=None):
+        super(SnapshotError, self).__init__(message)
+        self.result = result or {}
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def revision_problem(repo_id, revision):
+    """The message for a revision that is not a full commit sha (branches move), else None."""
+    if is_full_sha(revision):
+        return None
+    return "revision for %s must be a full 40-hex commit sha, found %r" % (repo_id, revision)
+
+
+def repo_id_problem(repo_id):
+    """The message for a repo id that cannot name a model repo (and a cache folder), else None."""
+    parts = repo_id.split("/") if isinstance(repo_id, str) else []
+    if not parts or len(parts) > 2 or not all(parts) or any(p in (".", "..") or p != p.strip() for p in parts):
+        return "repo_id must be a Hugging Face model repo id like org/name, found %r" % (repo_id,)
+    return None
+
+
+def input_problems(repo_id, revision, verify, max_workers, timeout):
+    """Every bad input, checked before anything touches the disk or the network."""
+    problems = [p for p in (repo_id_problem(repo_id), revision_problem(repo_id, revision)) if p]
+    if verify not in VERIFY_MODES:
+        problems.append("verify must be one of %s, found %r" % (", ".join(VERIFY_MODES), verify))
+    if not isinstance(max_workers, int) or max_workers < 1:
+        problems.append("max_workers must be 1 or more, found %r" % (max_workers,))
+    if not isinstance(timeout, int) or timeout < 1:
+        problems.append("timeout must be 1 second or more, found %r" % (timeout,))
+    return problems
+
+
+def normalize_patterns(patterns):
+    """``None`` for no filter (an empty list too), else the list of patterns."""
+    return list(patterns) if patterns else None
+
+
+def name_problem(name):
+    """The message for a repo file name that is not a plain relative path, else None. Names
+    from the hub or a manifest become paths to read and, on repair, to delete."""
+    if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\0" in name:
+        return "file name %r is not a relative path" % (name,)
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "file name %r is not a plain relative path" % (name,)
+    return None
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def repo_folder(cache_dir, repo_id):
+    """``<cache_dir>/hub/models--org--name``, as huggingface_hub lays it out."""
+    return os.path.join(cache_dir, "hub", "models--" + repo_id.replace("/", "--"))
+
+
+def snapshot_folder(repo_dir, revision):
+    return os.path.join(repo_dir, "snapshots", revision)
+
+
+def manifest_file(repo_dir, revision):
+    return os.path.join(repo_dir, MANIFEST_DIR, revision + ".json")
+
+
+def file_path(snap_dir, name):
+    return os.path.join(snap_dir, *name.split("/"))
+
+
+def blob_name(entry):
+    """The name huggingface_hub gives the file's blob (its etag): the LFS sha256, else the git blob id."""
+    return entry["sha256"] if entry["lfs"] else entry.get("git_sha1")
+
+
+# ------------------------------------------------------------------------ file lists
+
+
+def entries_from_siblings(siblings):
+    """The file list of a ``model_info(files_metadata=True)`` answer: one dict per file with
+    name, size, sha256 (LFS files) or null, lfs, and git_sha1 (the git blob id of a non-LFS file)."""
+    entries = []
+    for sibling in siblings or []:
+        lfs = getattr(sibling, "lfs", None)
+        size = getattr(sibling, "size", None)
+        name = getattr(sibling, "rfilename", None)
+        if lfs is not None:
+            sha256 = lfs.get("sha256") if isinstance(lfs, dict) else getattr(lfs, "sha256", None)
+            size = size if size is not None else (lfs.get("size") if isinstance(lfs, dict) else getattr(lfs, "size", None))
+        else:
+            sha256 = None
+        if not isinstance(size, int):
+            raise SnapshotError("the hub gave no size for %r: cannot verify it" % (name,))
+        entries.append({"name": name, "size": size, "sha256": sha256, "lfs": lfs is not None,
+                        "git_sha1": None if lfs is not None else getattr(sibling, "blob_id", None)})
+    return sorted(entries, key=lambda e: e["name"])
+
+
+def select_files(entries, allow_patterns, ignore_patterns, filter_fn):
+    """The entries the patterns select, with the client's own pattern semantics (``filter_fn``
+    is ``huggingface_hub.utils.filter_repo_objects``)."""
+    return list(filter_fn(entries, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns,
+                          key=lambda e: e["name"]))
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def build_manifest(repo_id, revision, allow_patterns, ignore_patterns, files, verified_with):
+    keep = ("name", "size", "sha256", "lfs", "git_sha1")
+    rows = [dict((k, f.get(k)) for k in keep) for f in sorted(files, key=lambda f: f["name"])]
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "repo_id": repo_id,
+        "revision": revision,
+        "allow_patterns": normalize_patterns(allow_patterns),
+        "ignore_patterns": normalize_patterns(ignore_patterns),
+        "files": rows,
+        "bytes": sum(f["size"] for f in rows),
+        "verified_with": verified_with,
+    }
+
+
+def render_manifest(manifest):
+    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+
+
+def manifest_problem(manifest, repo_id, revision):
+    """What makes a parsed manifest unusable for repo_id@revision, else None."""
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    if manifest.get("schema") != MANIFEST_SCHEMA:
+        return "schema %r, expected %d" % (manifest.get("schema"), MANIFEST_SCHEMA)
+    if manifest.get("repo_id") != repo_id or manifest.get("revision") != revision:
+        return "it is for %s@%s" % (manifest.get("repo_id"), manifest.get("revision"))
+    if manifest.get("verified_with") not in VERIFY_MODES:
+        return "verified_with %r" % (manifest.get("verified_with"),)
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        return "no file list"
+    for row in files:
+        if not isinstance(row, dict):
+            return "a file entry is not an object"
+        problem = name_problem(row.get("name"))
+        if problem:
+            return problem
+        if not isinstance(row.get("size"), int) or isinstance(row.get("size"), bool) or row["size"] < 0:
+            return "file %s: size %r" % (row["name"], row.get("size"))
+        if not isinstance(row.get("lfs"), bool):
+            return "file %s: lfs %r" % (row["name"], row.get("lfs"))
+        sha256 = row.get("sha256")
+        if row["lfs"] and not (isinstance(sha256, str) and _SHA256.match(sha256)):
+            return "file %s: LFS file without a sha256" % row["name"]
+        if not row["lfs"] and sha256 is not None:
+            return "file %s: sha256 on a non-LFS file" % row["name"]
+        git_sha1 = row.get("git_sha1")
+        if git_sha1 is not None and not (isinstance(git_sha1, str) and _GIT_SHA1.match(git_sha1)):
+            return "file %s: git_sha1 %r" % (row["name"], git_sha1)
+    if manifest.get("bytes") != sum(row["size"] for row in files):
+        return "bytes %r is not the sum of the file sizes" % (manifest.get("bytes"),)
+    for key in ("allow_patterns", "ignore_patterns"):
+        value = manifest.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
+            return "%s %r" % (key, value)
+    return None
+
+
+def read_manifest(path, repo_id, revision):
+    """``(manifest, None)``, ``(None, None)`` when there is none, or ``(None, why)`` when unusable."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except (IOError, OSError) as exc:
+        if exc.errno == errno.ENOENT:
+            return None, None
+        return None, "unreadable (%s)" % exc.strerror
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:
+        return None, "not JSON (%s)" % exc
+    problem = manifest_problem(manifest, repo_id, revision)
+    return (None, problem) if problem else (manifest, None)
+
+
+def same_selection(manifest, allow_patterns, ignore_patterns):
+    """True when the manifest lists the files of these patterns."""
+    return (normalize_patterns(manifest.get("allow_patterns")) == normalize_patterns(allow_patterns)
+            and normalize_patterns(manifest.get("ignore_patterns")) == normalize_patterns(ignore_patterns))
+
+
+# ------------------------------------------------------------------------ verification
+
+
+def sha256_of(path, counter=None):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
+            digest.update(chunk)
+            if counter is not None:
+                counter(len(chunk))
+    return digest.hexdigest()
+
+
+def git_blob_sha1_of(path, size, counter=None):
+    """``git hash-object`` of the file (``size`` bytes, already checked)."""
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
+            digest.update(chunk)
+            if counter is not None:
+                counter(len(chunk))
+    return digest.hexdigest()
+
+
+def check_file(snap_dir, entry, verify, counter=None):
+    """``(state, detail)`` of one listed file: ``ok``, ``missing`` (nothing usable there) or
+    ``bad`` (present but failing: wrong size, hash, or not a regular file)."""
+    path = file_path(snap_dir, entry["name"])
+    if not os.path.lexists(path):
+        return "missing", "missing"
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "missing", "link to a missing blob"
+    if not stat.S_ISREG(info.st_mode):
+        return "bad", "not a regular file"
+    if info.st_size != entry["size"]:
+        return "bad", "size %d, expected %d" % (info.st_size, entry["size"])
+    if verify == "sha256":
+        if entry.get("sha256"):
+            found = sha256_of(path, counter)
+            if found != entry["sha256"]:
+                return "bad", "sha256 %s, expected %s" % (found, entry["sha256"])
+        elif entry.get("git_sha1"):
+            found = git_blob_sha1_of(path, entry["size"], counter)
+            if found != entry["git_sha1"]:
+                return "bad", "git blob sha1 %s, expected %s" % (found, entry["git_sha1"])
+    return "ok", None
+
+
+def verify_files(snap_dir, files, verify, workers=1, counter=None, on_file=None):
+    """The files that do not verify, each ``{name, size, state, detail}``, in list order.
+    Hashing runs on ``workers`` threads (hashlib releases the GIL on large chunks);
+    ``counter(bytes)`` follows the hashing, ``on_file()`` each file checked."""
+
+    def one(entry):
+        state = check_file(snap_dir, entry, verify, counter)
+        if on_file is not None:
+            on_file()
+        return state
+
+    if verify != "sha256" or workers <= 1 or len(files) <= 1:
+        states = [one(f) for f in files]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
+            states = list(pool.map(one, files))
+    return [{"name": f["name"], "size": f["size"], "state": state, "detail": detail}
+            for f, (state, detail) in zip(files, states) if state != "ok"]
+
+
+def describe_failures(failures, limit=10):
+    text = ", ".join("%s (%s)" % (f["name"], f["detail"]) for f in failures[:limit])
+    if len(failures) > limit:
+        text += " and %d more" % (len(failures) - limit)
+    return text
+
+
+def _inside(path, directory):
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(directory)]) == os.path.abspath(directory)
+
+
+def remove_entry(repo_dir, revision, entry):
+    """Remove a failing file: its snapshot entry and the blob it links to (never trusted again;
+    huggingface_hub would otherwise link or keep it as it is). Returns the paths removed."""
+    blobs = os.path.join(repo_dir, "blobs")
+    snap = file_path(snapshot_folder(repo_dir, revision), entry["name"])
+    removed = []
+    if os.path.islink(snap):
+        target = os.path.normpath(os.path.join(os.path.dirname(snap), os.readlink(snap)))
+        os.unlink(snap)
+        removed.append(snap)
+        if _inside(target, blobs) and os.path.lexists(target):
+            os.unlink(target)
+            removed.append(target)
+    elif os.path.isdir(snap):
+        raise SnapshotError("%s is a directory where the file %s should be: remove it" % (snap, entry["name"]))
+    elif os.path.lexists(snap):
+        os.unlink(snap)
+        removed.append(snap)
+    return removed
+
+
+def stale_blob(repo_dir, entry, verify):
+    """The blob of a file missing from the snapshot when it exists but does not verify
+    (huggingface_hub would link it as it is), else None."""
+    name = blob_name(entry)
+    if not name:
+        return None
+    path = os.path.join(repo_dir, "blobs", name)
+    if not os.path.lexists(path):
+        return None
+    state, _detail = check_file(os.path.join(repo_dir, "blobs"), dict(entry, name=name), verify)
+    return None if state == "ok" else path
+
+
+# ------------------------------------------------------------------------------- space
+
+
+def free_bytes(path):
+    """Free bytes for this user on the file system that holds ``path`` (or its nearest existing parent)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    return shutil.disk_usage(probe).free
+
+
+def human(size):
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return "%.1f %s" % (size / float(scale), unit)
+    return "%d B" % size
+
+
+def space_message(repo_id, revision, path, free, needed):
+    text = ("no space left for %s@%s under %s: %s (%d bytes) free, %s (%d bytes) still needed: free space there "
+            "or set hf_weights cache_dir to a larger disk")
+    return text % (repo_id, revision, path, human(free), free, human(needed), needed)
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _kinds(exc):
+    return set(cls.__name__ for cls in type(exc).__mro__)
+
+
+def is_definite(exc):
+    """The hub's answer would be the same for every file (or the cache cannot be written): stop fetching."""
+    return bool(_kinds(exc) & set(_DEFINITE)) or getattr(exc, "errno", None) in _CACHE_ERRNOS
+
+
+def _first_line(text):
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _cause(exc, timeout=None):
+    """The lowest cause the client wrapped, in one line; a timeout names the setting."""
+    chain = [exc]
+    while getattr(chain[-1], "__cause__", None) is not None:
+        chain.append(chain[-1].__cause__)
+    text = "%s: %s" % (type(chain[-1]).__name__, _first_line(chain[-1]) or "no detail")
+    if timeout and any("Timeout" in kind for item in chain for kind in _kinds(item)):
+        text += "; no answer within the timeout of %s s" % timeout
+    return text
+
+
+def scrub(text, token):
+    """The text with the token masked (a client message could quote a header)."""
+    return text.replace(token, "********") if token else text
+
+
+def hub_error_message(exc, repo_id, revision, endpoint, token_given, filename=None, timeout=None):
+    """One line for the operator about a client exception, naming the input to fix."""
+    kinds = _kinds(exc)
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    where = "%r at revision %r (endpoint %s)" % (repo_id, revision, endpoint)
+    if "GatedRepoError" in kinds:
+        if token_given:
+            return ("%r is gated and the token given has no access to it (HTTP %s): accept its terms on the hub "
+                    "with the account of that token (hf_weights_token)" % (repo_id, status))
+        return "%r is gated: accept its terms on the hub and pass a token (hf_weights_token)" % (repo_id,)
+    if "RepositoryNotFoundError" in kinds:
+        fix = "check hf_weights repo_id"
+        if not token_given:
+            fix += " (a private repo also needs a token: hf_weights_token)"
+        return "the hub answered RepoNotFound for %s: %s" % (where, fix)
+    if "RevisionNotFoundError" in kinds:
+        return "the hub answered RevisionNotFound for %s: check hf_weights revision (a commit of that repo)" % where
+    if "RemoteEntryNotFoundError" in kinds:
+        return ("the hub has no file %r in %s although it listed it: rerun, or check the pinned revision"
+                % (filename, where))
+    if "DisabledRepoError" in kinds:
+        return "the hub answered that %r is disabled (endpoint %s)" % (repo_id, endpoint)
+    if "OfflineModeIsEnabled" in kinds:
+        return ("HF_HUB_OFFLINE is set in the task's environment, so huggingface_hub makes no network call: unset it, "
+                "or use offline: true with a snapshot and manifest copied from the head")
+    if status in (401, 403):
+        return "the hub refused the request for %s with HTTP %s: check hf_weights_token" % (where, status)
+    if filename:
+        subject = "fetching %r of %s@%s from %s" % (filename, repo_id, revision, endpoint)
+    else:
+        subject = "listing the files of %s" % where
+    if status is not None and not (kinds & set(_TRANSIENT)) and status < 500 and status not in (408, 429):
+        return "%s failed: the hub answered HTTP %s (%s)" % (subject, status, _first_line(exc))
+    if not filename:
+        return "%s failed (%s): check the endpoint and the network, then rerun" % (subject, _cause(exc, timeout))
+    return ("%s was interrupted (%s): rerun to resume: the files already fetched are kept (huggingface_hub "
+            "starts an interrupted file over)" % (subject, _cause(exc, timeout)))
+
+
+# ---------------------------------------------------------------------------- progress
+
+
+def progress_record(phase, bytes_done, bytes_total, files_done, files_total, samples, now):
+    """The JSON the progress file holds. ``samples`` are ``(monotonic time, bytes_done)``
+    pairs, oldest first; the rate is measured across them."""
+    rate = None
+    if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
+        rate = max(0.0, (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]))
+    left = max(0, bytes_total - bytes_done)
+    eta = None
+    if left == 0:
+        eta = 0.0
+    elif rate:
+        eta = round(left / rate, 1)
+    return {"phase": phase, "bytes_done": bytes_done, "bytes_total": bytes_total, "files_done": files_done,
+            "files_total": files_total, "rate_bps": None if rate is None else int(rate), "eta_s": eta,
+            "updated": round(now, 3)}
+
+
+def partial_bytes(blobs_dir, names, since):
+    """Bytes huggingface_hub has written so far for these blobs: their ``<blob>.<id>.incomplete``
+    temporary files (and legacy ``<blob>.incomplete``) written since ``since`` (epoch seconds)."""
+    wanted = set(names)
+    total = 0
+    try:
+        listing = os.listdir(blobs_dir)
+    except OSError:
+        return 0
+    for entry in listing:
+        if not entry.endswith(".incomplete") or entry.split(".", 1)[0] not in wanted:
+            continue
+        try:
+            info = os.stat(os.path.join(blobs_dir, entry))
+        except OSError:
+            continue
+        if info.st_mtime >= since:
+            total += info.st_size
+    return total
+
+
+class Progress(object):
+    """The figures of the running phase, written to ``path`` (atomically, about once a second)
+    by a background thread while a phase runs. No file: nothing written."""
+
+    def __init__(self, path, interval=PROGRESS_INTERVAL):
+        self.path = path
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.phase = "starting"
+        self.bytes_total = self.files_total = self.files_done = self.fixed_bytes = 0
+        self.on_disk = None
+        self.samples = deque()
+        self.stop_event = threading.Event()
+        self.thread = None
+
+    def start(self, phase, bytes_total, files_total, on_disk=None):
+        """Start a phase; ``on_disk()`` adds bytes not yet counted by ``add``."""
+        with self.lock:
+            self.phase, self.bytes_total, self.files_total = phase, bytes_total, files_total
+            self.files_done = self.fixed_bytes = 0
+            self.on_disk = on_disk
+            self.samples.clear()
+        self.write()
+        if self.path and self.thread is None:
+            self.stop_event.clear()
+            self.thread = threading.Thread(target=self._run, name="hf_snapshot-progress")
+            self.thread.daemon = True
+            self.thread.start()
+
+    def add(self, nbytes, files=0):
+        with self.lock:
+            self.fixed_bytes += nbytes
+            self.files_done += files
+
+    def finish(self, phase, bytes_total=None, files_total=None):
+        """Stop the writer and write the last figures under ``phase``; with totals, as all done."""
+        if self.thread is not None:
+            self.stop_event.set()
+            self.thread.join()
+            self.thread = None
+        with self.lock:
+            self.phase = phase
+            self.on_disk = None
+            if bytes_total is not None:
+                self.bytes_total = self.fixed_bytes = bytes_total
+                self.files_total = self.files_done = files_total
+                self.samples.clear()
+        self.write()
+
+    def record(self):
+        now = time.monotonic()
+        with self.lock:
+            extra = self.on_disk() if self.on_disk else 0
+            done = min(self.bytes_total, self.fixed_bytes + extra) if self.bytes_total else self.fixed_bytes
+            self.samples.append((now, done))
+            while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
+                self.samples.popleft()
+            return progress_record(self.phase, done, self.bytes_total, self.files_done, self.files_total,
+                                   list(self.samples), time.time())
+
+    def write(self):
+        if not self.path:
+            return
+        try:
+            write_atomic(self.path, json.dumps(self.record(), sort_keys=True) + "\n")
+        except (IOError, OSError):
+            pass  # progress is for show; the run does not depend on it
+
+    def _run(self):
+        while not self.stop_event.wait(self.interval):
+            self.write()
+
+
+# ------------------------------------------------------------------------------ client
+
+
+def load_client(timeout):
+    """huggingface_hub, imported now that the network is needed, with the per-request timeout
+    and no progress bars; SnapshotError naming this interpreter when it is not installed."""
+    # The client reads these when it is imported.
+    os.environ["HF_HUB_DOWNLOAD_TIMEOUT"] = str(timeout)
+    os.environ["HF_HUB_ETAG_TIMEOUT"] = str(timeout)
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    try:
+        import huggingface_hub  # pylint: disable=import-outside-toplevel
+        from huggingface_hub.utils import filter_repo_objects  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        missing = str(exc)
+    else:
+        huggingface_hub.logging.set_verbosity_error()
+        return Client(huggingface_hub, filter_repo_objects)
+    raise SnapshotError("huggingface_hub is not importable by %s (%s): the hf_weights role creates a virtualenv "
+                        "with it; run this module with that virtualenv's python (ansible_python_interpreter)"
+                        % (sys.executable, missing))
+
+
+class Client(object):
+    """The few huggingface_hub calls this module makes."""
+
+    def __init__(self, hub, filter_fn):
+        self.hub = hub
+        self.filter_fn = filter_fn
+
+    def default_endpoint(self):
+        return self.hub.constants.ENDPOINT
+
+    def has_token(self, token):
+        return bool(token or self.hub.get_token())
+
+    def model_info(self, repo_id, revision, endpoint, token, timeout):
+        api = self.hub.HfApi(endpoint=endpoint, token=token)
+        return api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
+
+    def download(self, repo_id, filename, revision, hub_cache, endpoint, token, timeout):
+        return self.hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=hub_cache, endpoint=endpoint,
+                                        token=token, etag_timeout=timeout)
+
+
+# --------------------------------------------------------------------------------- run
+
+
+class _Run(object):
+    """One task: the inputs, the paths and what was found so far."""
+
+    def __init__(self, params, check_mode, load):
+        self.p = params
+        self.check_mode = check_mode
+        self.load = load
+        self.client = None
+        self.started = time.monotonic()
+        self.started_epoch = time.time()
+        self.allow = normalize_patterns(params.get("allow_patterns"))
+        self.ignore = normalize_patterns(params.get("ignore_patterns"))
+        self.repo_dir = repo_folder(params["cache_dir"], params["repo_id"])
+        self.snap = snapshot_folder(self.repo_dir, params["revision"])
+        self.manifest_path = manifest_file(self.repo_dir, params["revision"])
+        # Check mode writes nothing, the progress file included.
+        self.progress = Progress(None if check_mode else params.get("progress_file"))
+        self.files = []
+        self.missing = []
+        self.repaired = []
+        self.downloaded = 0
+        self.warnings = []
+
+    @property
+    def where(self):
+        return "%s@%s" % (self.p["repo_id"], self.p["revision"])
+
+    def endpoint(self):
+        return self.p.get("endpoint") or self.client.default_endpoint()
+
+    def result(self, verified):
+        return {
+            "path": self.snap,
+            "files": len(self.files),
+            "bytes": sum(f["size"] for f in self.files),
+            "downloaded_bytes": self.downloaded,
+            "missing": [m["name"] for m in self.missing],
+            "missing_bytes": sum(m["size"] for m in self.missing),
+            "repaired": list(self.repaired),
+            "verified": verified,
+            "manifest": self.manifest_path,
+            "elapsed": round(time.monotonic() - self.started, 3),
+            "changed": bool(self.missing) if self.check_mode else bool(self.downloaded or self.repaired),
+            "warnings": self.warnings,
+        }
+
+    def done(self, verified):
+        self.progress.finish("done", sum(f["size"] for f in self.files), len(self.files))
+        return self.result(verified)
+
+    def cache_message(self, exc):
+        return ("%s: cannot use the cache under %s: %s%s: check that this user may write there, or set another "
+                "cache_dir" % (self.where, self.p["cache_dir"], exc.strerror or exc,
+                               " (%s)" % exc.filename if getattr(exc, "filename", None) else ""))
+
+    def fail(self, message):
+        self.progress.finish("failed")
+        raise SnapshotError(scrub(message, self.p.get("token")), self.result(False))
+
+    def ensure_client(self):
+        if self.client is None:
+            try:
+                self.client = self.load(self.p["timeout"])
+            except SnapshotError as exc:
+                error = str(exc)
+            else:
+                return self.client
+            self.fail(error)
+        return self.client
+
+    def hub_message(self, exc, filename=None):
+        return hub_error_message(exc, self.p["repo_id"], self.p["revision"], self.endpoint(),
+                                 self.client.has_token(self.p.get("token")), filename, self.p["timeout"])
+
+    # -- file list
+
+    def list_from_hub(self):
+        self.ensure_client()
+        self.progress.start("listing", 0, 0)
+        try:
+            info = self.client.model_info(self.p["repo_id"], self.p["revision"], self.p.get("endpoint"),
+                                          self.p.get("token"), self.p["timeout"])
+        except Exception as exc:  # pylint: disable=broad-except  # every client error becomes one message
+            error = self.hub_message(exc)
+        else:
+            error = None
+        if error:
+            self.fail(error)
+        if getattr(info, "sha", None) not in (None, self.p["revision"]):
+            self.fail("the hub answered commit %s for %s: expected the pinned commit itself" % (info.sha, self.where))
+        try:
+            entries = entries_from_siblings(info.siblings)
+        except SnapshotError as exc:
+            entries, error = [], str(exc)
+        if error:
+            self.fail("%s: %s" % (self.where, error))
+        bad_names = [p for p in (name_problem(e["name"]) for e in entries) if p]
+        if bad_names:
+            self.fail("the hub listed unusable names for %s: %s" % (self.where, "; ".join(bad_names)))
+        files = select_files(entries, self.allow, self.ignore, self.client.filter_fn)
+        if not files:
+            self.fail("allow_patterns %s and ignore_patterns %s select none of the %d files of %s (%s): fix the "
+                      "patterns" % (self.allow, self.ignore, len(entries), self.where,
+                                    ", ".join(e["name"] for e in entries[:20])))
+        return files
+
+    # -- verification
+
+    def verify(self, files, verify, phase="verifying"):
+        """verify_files, followed in the progress file (bytes hashed, files checked)."""
+        hashed = verify == "sha256"
+        self.progress.start(phase, sum(f["size"] for f in files) if hashed else 0, len(files))
+        return verify_files(self.snap, files, verify, self.p["max_workers"],
+                            counter=self.progress.add if hashed else None,
+                            on_file=lambda: self.progress.add(0, 1))
+
+    def write_manifest(self, verified_with):
+        manifest = build_manifest(self.p["repo_id"], self.p["revision"], self.allow, self.ignore, self.files,
+                                  verified_with)
+        write_atomic(self.manifest_path, render_manifest(manifest))
+
+    # -- fetch
+
+    def fetch(self, todo):
+        """Fetch every entry of ``todo`` with hf_hub_download on max_workers threads;
+        ``(fetched names, [(entry, exception)])``."""
+        blobs = os.path.join(self.repo_dir, "blobs")
+        hub_cache = os.path.join(self.p["cache_dir"], "hub")
+        pending = dict((e["name"], e) for e in todo)
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def on_disk():
+            with lock:
+                names = [blob_name(e) for e in pending.values() if blob_name(e)]
+            return partial_bytes(blobs, names, self.started_epoch - 1)
+
+        def one(entry):
+            if stop.is_set():
+                return False
+            self.client.download(self.p["repo_id"], entry["name"], self.p["revision"], hub_cache,
+                                 self.p.get("endpoint"), self.p.get("token"), self.p["timeout"])
+            return True
+
+        self.progress.start("fetching", sum(e["size"] for e in todo), len(todo), on_disk=on_disk)
+        fetched, errors = [], []
+        # Largest first: the long transfers start together and the small files fill in.
+        order = sorted(todo, key=lambda e: (-e["size"], e["name"]))
+        with ThreadPoolExecutor(max_workers=min(self.p["max_workers"], len(order))) as pool:
+            futures = dict((pool.submit(one, entry), entry) for entry in order)
+            for future in as_completed(futures):
+                entry = futures[future]
+                try:
+                    done = future.result()
+                except Exception as exc:  # pylint: disable=broad-except  # reported per file below
+                    errors.append((entry, exc))
+                    if is_definite(exc):
+                        stop.set()
+                    continue
+                if done:
+                    with lock:
+                        pending.pop(entry["name"], None)
+                    fetched.append(entry["name"])
+                    self.progress.add(entry["size"], 1)
+        return fetched, errors
+
+    def fetch_error(self, errors, todo, fetched):
+        """The message for a fetch that did not complete: the most telling error first."""
+        errors.sort(key=lambda item: (not is_definite(item[1]), item[0]["name"]))
+        entry, exc = errors[0]
+        if getattr(exc, "errno", None) in _SPACE_ERRNOS:
+            left = sum(e["size"] for e in todo if e["name"] not in fetched)
+            blobs = os.path.join(self.repo_dir, "blobs")
+            message = space_message(self.p["repo_id"], self.p["revision"], blobs, free_bytes(blobs), left)
+        elif getattr(exc, "errno", None) in _CACHE_ERRNOS:
+            message = self.cache_message(exc)
+        else:
+            message = self.hub_message(exc, entry["name"])
+        not_fetched = sorted(e["name"] for e in todo if e["name"] not in fetched)
+        names = ", ".join(not_fetched[:10]) + (" ..." if len(not_fetched) > 10 else "")
+        return "%s; %d of %d files not fetched: %s" % (message, len(not_fetched), len(todo), names)
+
+
+def sync(params, check_mode=False, load=load_client):
+    """Make ``params['repo_id']@params['revision']`` complete and verified in the hub cache
+    (see the module's documentation); the result dict, or SnapshotError."""
+    problems = input_problems(params.get("repo_id"), params.get("revision"), params.get("verify"),
+                              params.get("max_workers"), params.get("timeout"))
+    if problems:
+        raise SnapshotError("; ".join(problems))
+    run = _Run(params, check_mode, load)
+    try:
+        return _sync(run, params, check_mode)
+    except (IOError, OSError) as exc:
+        # The cache itself (permissions, a read-only or full disk): name the path and the error.
+        message = run.cache_message(exc)
+    return run.fail(message)
+
+
+def _sync(run, params, check_mode):
+    verify = params["verify"]
+    manifest, why = read_manifest(run.manifest_path, params["repo_id"], params["revision"])
+    if manifest is not None and not same_selection(manifest, run.allow, run.ignore):
+        manifest, why = None, ("it lists the files of allow_patterns %s and ignore_patterns %s, this task selects "
+                               "%s and %s" % (manifest.get("allow_patterns"), manifest.get("ignore_patterns"),
+                                              run.allow, run.ignore))
+    if manifest is not None:
+        run.files = manifest["files"]
+    elif params["offline"]:
+        detail = " (the manifest %s is unusable: %s)" % (run.manifest_path, why) if why else ""
+        run.fail("no verified manifest for %s under %s%s: download it on this node or copy it from the head"
+                 % (run.where, run.repo_dir, detail))
+    else:
+        if why:
+            run.warnings.append("not trusting the manifest %s (%s): listing the files on the hub again"
+                                % (run.manifest_path, why))
+        run.files = run.list_from_hub()
+
+    failures = run.verify(run.files, verify)
+    run.missing = failures
+    if not failures:
+        upgrade = manifest is not None and verify == "sha256" and manifest.get("verified_with") != "sha256"
+        if (manifest is None or upgrade) and not check_mode:
+            run.write_manifest(verify)
+        return run.done(True)
+    if params["offline"]:
+        run.fail("offline: %d of %d files of %s fail verification under %s: %s; copy them from the head or run "
+                 "without offline" % (len(failures), len(run.files), run.where, run.snap, describe_failures(failures)))
+    # Present but failing: re-fetched below (in check mode, would be).
+    run.repaired = [f["name"] for f in failures if f["state"] == "bad"]
+    if check_mode:
+        return run.done(False)
+
+    run.ensure_client()
+    by_name = dict((f["name"], f) for f in run.files)
+    todo = [by_name[f["name"]] for f in failures]
+    blobs = os.path.join(run.repo_dir, "blobs")
+    for entry in todo:
+        # Never trusted again: huggingface_hub keeps a snapshot link, and links an existing blob, as they are.
+        remove_entry(run.repo_dir, params["revision"], entry)
+        blob = stale_blob(run.repo_dir, entry, verify)
+        if blob:
+            os.unlink(blob)
+    # An intact blob whose link was lost is linked again by the client, without a transfer.
+    before = set(e["name"] for e in todo if blob_name(e) and os.path.exists(os.path.join(blobs, blob_name(e))))
+    needed = sum(e["size"] for e in todo if e["name"] not in before)
+    free = free_bytes(blobs)
+    if free < needed:
+        run.fail(space_message(params["repo_id"], params["revision"], blobs, free, needed))
+    fetched, errors = run.fetch(todo)
+    run.downloaded = sum(by_name[n]["size"] for n in fetched if n not in before)
+    if errors:
+        run.fail(run.fetch_error(errors, todo, fetched))
+
+    # What was fetched is checked as thoroughly as asked; the rest passed before and must still be there.
+    fetched_set = set(fetched)
+    after = run.verify([f for f in run.files if f["name"] in fetched_set], verify, phase="checking")
+    after += verify_files(run.snap, [f for f in run.files if f["name"] not in fetched_set], "size")
+    if after:
+        for failure in after:
+            if failure["name"] in fetched_set:
+                remove_entry(run.repo_dir, params["revision"], by_name[failure["name"]])
+        run.fail("%s: %d files fail verification after the fetch (the fetched ones are removed again): %s; rerun, "
+                 "and if it repeats check the endpoint" % (run.where, len(after), describe_failures(after)))
+    run.write_manifest(verify)
+    return run.done(True)
