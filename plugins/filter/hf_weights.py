@@ -7,6 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import WheelhouseError, pip_download_argv
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._hf_weights import (
     force_list, held, input_errors, license_notice, select_models, space_errors, weights_facts)
 
@@ -41,6 +44,15 @@ def hf_weights_facts(snapshots, path, refused):
     return weights_facts(path, snapshots, refused)
 
 
+def hf_weights_pip_download(python, arch, python_version, requirements, dest, pip_version):
+    """argv of the controller's ``pip download`` of a node platform's wheelhouse."""
+    try:
+        return pip_download_argv(arch, python_version, list(requirements), dest, pip_version,
+                                 pip_command=(python, "-m", "pip"))
+    except WheelhouseError as exc:
+        raise AnsibleFilterError("hf_weights wheelhouse: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -51,4 +63,5 @@ class FilterModule(object):
             "hf_weights_facts": hf_weights_facts,
             "hf_weights_held": hf_weights_held,
             "hf_weights_force": hf_weights_force,
+            "hf_weights_pip_download": hf_weights_pip_download,
         }
