@@ -56,7 +56,7 @@ def _read(handle):
     return handle.read().decode("utf-8", "replace")
 
 
-def run_with_timeout(argv, timeout, env=None):
+def run_with_timeout(argv, timeout, env=None, stdout_path=None):
     """Run ``argv`` with stdin from /dev/null, in a new session, for at most ``timeout`` seconds.
 
     Returns ``{rc, stdout, stderr, timed_out, command, timeout, error}``. ``rc`` is the
@@ -69,11 +69,16 @@ def run_with_timeout(argv, timeout, env=None):
     even then. The new session also means ssh cannot prompt on a terminal. Output goes to
     temporary files rather than pipes, so a descendant that escaped the group and keeps
     the output open cannot hold the call past its deadline.
+
+    With ``stdout_path``, stdout goes to that file instead (created or emptied), so another
+    thread can follow a long command's output while it runs (rsync's progress); it is still
+    returned in ``stdout``.
     """
     argv = [str(arg) for arg in argv]
     result = {"rc": None, "stdout": "", "stderr": "", "timed_out": False, "command": command_string(argv),
               "timeout": timeout, "error": None}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    opened = open(stdout_path, "w+b") if stdout_path else tempfile.TemporaryFile()
+    with opened as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True,
                                     start_new_session=True, env=env)

@@ -2,6 +2,7 @@
 the calls, never taken from the results under test."""
 
 import os
+import threading
 import time
 
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import alive, timed
@@ -51,3 +52,26 @@ def test_run_with_timeout_reports_a_missing_command():
     result = dl.run_with_timeout(["/nonexistent/tool", "-x"], 1)
     assert result["rc"] is None and result["timed_out"] is False
     assert result["error"] == "cannot run /nonexistent/tool: ENOENT (No such file or directory)"
+
+
+def test_run_with_timeout_stdout_path_can_be_followed_while_the_command_runs(tmp_path):
+    out = tmp_path / "out"
+    seen = []
+
+    def follow():
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not seen:
+            if out.exists() and out.read_text() == "first\n":
+                seen.append(time.monotonic())
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=follow)
+    watcher.start()
+    result, wall = timed(dl.run_with_timeout, ["sh", "-c", "echo first; sleep 1; echo second"], 5,
+                         stdout_path=str(out))
+    finished = time.monotonic()
+    watcher.join()
+    assert seen and seen[0] < finished - 0.5, (seen, finished)
+    assert result["rc"] == 0 and result["stdout"] == "first\nsecond\n"
+    assert out.read_text() == "first\nsecond\n"
+    assert wall < 3, wall

@@ -1,0 +1,722 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Private helpers of hf_mirror: copy verified Hugging Face snapshots from the head's cache to
+one worker's with rsync over ssh. Not a public API.
+
+The pure parts (file list from a manifest, stream balancing, rsync argv, parsing rsync's
+output, explaining its failures) are module-level functions; ``Mirror`` runs the passes:
+directories, a dry run of the blobs, the blobs in parallel streams, the snapshot symlinks,
+and the manifests last.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import posixpath
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
+
+MANIFEST_DIR = ".glm53"
+MANIFEST_SCHEMA = 1
+STREAMS_RANGE = (1, 16)
+DEFAULT_SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+# --mkpath (create the worker's cache root when missing) needs rsync 3.2.3 on both ends.
+RSYNC_MIN_VERSION = (3, 2, 3)
+PROGRESS_INTERVAL = 1.0
+# Seconds of progress samples the rate in the progress file is measured over.
+RATE_WINDOW = 30.0
+# Seconds allowed for `rsync --version` and for `df` on the worker after a disk-full failure.
+PROBE_TIMEOUT = 30
+# Every item rsync changes is printed with this prefix, so it is found among progress and stats lines.
+ITEM_PREFIX = "GLM53-ITEM "
+OUT_FORMAT = "--out-format=" + ITEM_PREFIX + "%i %l %n"
+INSTALL_RSYNC = "install rsync (apt install rsync)"
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_TARGET = re.compile(r"^(?:[^@\s:/]+@)?(?:\[[0-9A-Fa-f:.%\w]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)$")
+_PROGRESS2 = re.compile(r"^\s*([\d,]+)\s+(\d+)%\s+\S+\s+\S+"
+                        r"(?:\s+\(xfr#(\d+),\s*(?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")
+_ITEM = re.compile(re.escape(ITEM_PREFIX) + r"(\S{2,11}) ([\d,]+) (.*)$")
+_STATS = {
+    "Number of regular files transferred": "files_transferred",
+    "Number of created files": "files_created",
+    "Total file size": "total_size",
+    "Total transferred file size": "transferred_size",
+    "Literal data": "literal_bytes",
+    "Matched data": "matched_bytes",
+    "Total bytes sent": "bytes_sent",
+    "Total bytes received": "bytes_received",
+}
+_STAT_LINE = re.compile(r"^(%s): ([\d,]+)" % "|".join(re.escape(key) for key in _STATS))
+_VERSION = re.compile(r"rsync\s+version\s+v?(\d+)\.(\d+)\.(\d+)")
+
+# What rsync's exit codes mean (rsync(1), EXIT VALUES).
+EXIT_CODES = {
+    1: "syntax or usage error",
+    2: "protocol incompatibility",
+    3: "errors selecting input/output files or directories",
+    4: "requested action not supported",
+    5: "error starting the client-server protocol",
+    10: "error in socket I/O",
+    11: "error in file I/O",
+    12: "error in the rsync protocol data stream (the connection or the remote rsync ended)",
+    13: "errors with program diagnostics",
+    14: "error in IPC code",
+    20: "received SIGUSR1 or SIGINT",
+    21: "some error returned by waitpid()",
+    22: "error allocating core memory buffers",
+    23: "partial transfer due to error",
+    24: "partial transfer due to vanished source files",
+    30: "timeout in data send/receive",
+    35: "timeout waiting for daemon connection",
+    127: "the remote command was not found",
+    255: "ssh failed (connection, authentication or host key)",
+}
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\(28\)|\(122\)")
+_REMOTE_MISSING = re.compile(r"remote command not found|rsync: (?:command )?not found")
+
+
+class MirrorError(Exception):
+    """A failure to report to the user as it is."""
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def repo_folder(repo_id):
+    """``org/name`` -> ``models--org--name``, the model repo's folder in the hub cache."""
+    return "models--" + repo_id.replace("/", "--")
+
+
+def manifest_rel(repo_id, revision):
+    """The manifest hf_snapshot writes once a snapshot verified, relative to the hub directory."""
+    return "%s/%s/%s.json" % (repo_folder(repo_id), MANIFEST_DIR, revision)
+
+
+def name_problem(name):
+    """Why a manifest file name cannot be a path inside a snapshot, else None."""
+    if not isinstance(name, str) or not name:
+        return "file name %r" % (name,)
+    parts = name.split("/")
+    if name.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\n" in name or "\0" in name:
+        return "file name %r is not a plain relative path" % (name,)
+    return None
+
+
+def remote_dir(dest):
+    """rsync's path for the worker's cache root: ``~`` and ``~/x`` become paths relative to the
+    remote user's home (rsync starts there), absolute paths stay. None for anything else."""
+    if not isinstance(dest, str) or "\n" in dest or "\0" in dest:
+        return None
+    if dest in ("~", "~/"):
+        return ""
+    if dest.startswith("~/"):
+        rel = posixpath.normpath(dest[2:])
+        return None if rel == ".." or rel.startswith("../") else ("" if rel == "." else rel)
+    if dest.startswith("/"):
+        return posixpath.normpath(dest)
+    return None
+
+
+def destination(target, dest):
+    """Where the hub directory goes: ``target:<dir>/hub/``, or a local path when ``target`` is empty."""
+    if not target:
+        return os.path.join(os.path.normpath(os.path.expanduser(dest)), "hub") + "/"
+    return "%s:%s/" % (target, posixpath.join(remote_dir(dest), "hub"))
+
+
+def ssh_command(options):
+    """The ``-e`` value: rsync splits it on spaces and honours quotes as a shell would."""
+    return " ".join(["ssh"] + [shlex.quote(str(option)) for option in options])
+
+
+def validate(params):
+    """Every problem with the module's input, as messages naming the option; empty when fine."""
+    errors = []
+    models = params.get("models") or []
+    if not models:
+        errors.append("models must list at least one {repo_id, revision}")
+    seen = set()
+    for index, model in enumerate(models):
+        repo_id, revision = model.get("repo_id"), model.get("revision")
+        if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
+            errors.append("models[%d].repo_id must be a model repo id like org/name, got %r" % (index, repo_id))
+        if not is_full_sha(revision):
+            errors.append("models[%d].revision (%s) must be a full 40-hex commit sha (the snapshot hf_snapshot "
+                          "verified), got %r" % (index, repo_id, revision))
+        if (repo_id, revision) in seen:
+            errors.append("models[%d]: %s@%s is listed twice" % (index, repo_id, revision))
+        seen.add((repo_id, revision))
+    low, high = STREAMS_RANGE
+    if not low <= params.get("streams", 0) <= high:
+        errors.append("streams must be between %d and %d, got %s" % (low, high, params.get("streams")))
+    if not params.get("timeout") or params["timeout"] <= 0:
+        errors.append("timeout must be a positive number of seconds, got %s" % params.get("timeout"))
+    if params.get("bwlimit") is not None and params["bwlimit"] < 1:
+        errors.append("bwlimit must be at least 1 KiB/s when given, got %s" % params["bwlimit"])
+    target = params.get("target") or ""
+    if target and (target.startswith("-") or not _TARGET.match(target)):
+        errors.append("target must be user@address (or address) of the worker, or '' for a local destination, "
+                      "got %r" % target)
+    dest = params.get("dest")
+    if remote_dir(dest) is None:
+        errors.append("dest must be an absolute path or start with ~/ (the worker user's home), got %r" % (dest,))
+    for index, option in enumerate(params.get("ssh_options") or []):
+        if not isinstance(option, str) or not option or "\n" in option:
+            errors.append("ssh_options[%d] must be a non-empty string, got %r" % (index, option))
+    for index, entry in enumerate(params.get("force") or []):
+        problem = name_problem(entry.get("name"))
+        if problem:
+            errors.append("force[%d]: %s" % (index, problem))
+    return errors
+
+
+# --------------------------------------------------------------------------- the file set
+
+
+def read_manifest(hub_dir, repo_id, revision):
+    """The manifest of repo_id@revision on the head, or MirrorError saying to run hf_snapshot."""
+    path = os.path.join(hub_dir, manifest_rel(repo_id, revision))
+    if not os.path.exists(path):
+        raise MirrorError("no verified snapshot of %s@%s on the head (no manifest %s): run hf_snapshot there first"
+                          % (repo_id, revision, path))
+    why = None
+    try:
+        with open(path) as handle:
+            manifest = json.load(handle)
+    except (IOError, OSError, ValueError) as exc:
+        manifest, why = None, "cannot read it: %s" % exc
+    if why is None:
+        why = manifest_problem(manifest, repo_id, revision)
+    if why:
+        raise MirrorError("the manifest %s of %s@%s on the head is unusable (%s): run hf_snapshot there again"
+                          % (path, repo_id, revision, why))
+    return manifest
+
+
+def manifest_problem(manifest, repo_id, revision):
+    """What makes a parsed manifest unusable here, else None (hf_snapshot checks the rest)."""
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    if manifest.get("schema") != MANIFEST_SCHEMA:
+        return "schema %r, expected %d" % (manifest.get("schema"), MANIFEST_SCHEMA)
+    if manifest.get("repo_id") != repo_id or manifest.get("revision") != revision:
+        return "it is for %s@%s" % (manifest.get("repo_id"), manifest.get("revision"))
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        return "no file list"
+    for row in files:
+        if not isinstance(row, dict):
+            return "a file entry is not an object"
+        problem = name_problem(row.get("name"))
+        if problem:
+            return problem
+        size = row.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return "file %s: size %r" % (row["name"], size)
+    return None
+
+
+def snapshot_files(hub_dir, repo_id, revision, manifest):
+    """``(entries, problems)``: for each file of the manifest, ``{name, size, link, data}`` with
+    paths relative to ``hub_dir``: ``link`` the snapshot symlink (None when the snapshot holds a
+    regular file) and ``data`` the file holding the bytes (the blob the link points at)."""
+    folder = repo_folder(repo_id)
+    blobs_dir = os.path.join(hub_dir, folder, "blobs")
+    entries, problems = [], []
+    for row in manifest["files"]:
+        link_rel = "/".join([folder, "snapshots", revision, row["name"]])
+        path = os.path.join(hub_dir, link_rel)
+        link, data_rel, data_path = None, link_rel, path
+        if os.path.islink(path):
+            target = os.readlink(path)
+            resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+            if os.path.isabs(target) or os.path.dirname(resolved) != os.path.normpath(blobs_dir):
+                problems.append("%s links to %s, not to a file in %s/blobs (hf_mirror copies the relative links "
+                                "huggingface_hub makes)" % (row["name"], target, folder))
+                continue
+            link, data_rel, data_path = link_rel, "%s/blobs/%s" % (folder, os.path.basename(resolved)), resolved
+        try:
+            info = os.stat(data_path)
+        except OSError:
+            problems.append("%s is missing (%s)" % (row["name"], data_path))
+            continue
+        if info.st_size != row["size"]:
+            problems.append("%s is %d bytes, the manifest says %d" % (row["name"], info.st_size, row["size"]))
+            continue
+        entries.append({"name": row["name"], "size": row["size"], "link": link, "data": data_rel})
+    return entries, problems
+
+
+def build_plan(hub_dir, models, force=None):
+    """What to copy, relative to ``hub_dir``: ``{dirs, blobs: {path: size}, links, manifests: {path: size},
+    forced: set of blob paths, snapshot_files, warnings}``, or MirrorError naming what is wrong on the head."""
+    plan = {"dirs": [], "blobs": {}, "links": [], "manifests": {}, "forced": set(), "snapshot_files": 0,
+            "warnings": []}
+    by_repo = {}
+    for model in models:
+        repo_id, revision = model["repo_id"], model["revision"]
+        manifest = read_manifest(hub_dir, repo_id, revision)
+        entries, problems = snapshot_files(hub_dir, repo_id, revision, manifest)
+        if problems:
+            raise MirrorError("the head's snapshot of %s@%s does not match its verified manifest: %s: run "
+                              "hf_snapshot there again (it fetches what is missing or wrong)"
+                              % (repo_id, revision, "; ".join(problems)))
+        folder = repo_folder(repo_id)
+        for path in (folder, folder + "/blobs"):
+            if path not in plan["dirs"]:
+                plan["dirs"].append(path)
+        for entry in entries:
+            plan["blobs"][entry["data"]] = entry["size"]
+            if entry["link"]:
+                plan["links"].append(entry["link"])
+            by_repo.setdefault(repo_id, {})[entry["name"]] = entry["data"]
+        manifest_path = manifest_rel(repo_id, revision)
+        plan["manifests"][manifest_path] = os.path.getsize(os.path.join(hub_dir, manifest_path))
+        plan["snapshot_files"] += len(entries)
+    for entry in force or []:
+        files = by_repo.get(entry["repo_id"])
+        if files is None:
+            plan["warnings"].append("force: %s is not in models; %s not re-sent" % (entry["repo_id"], entry["name"]))
+        elif entry["name"] not in files:
+            raise MirrorError("force: %s is not a file of the %s snapshot on the head (its manifest lists %d "
+                              "files): fix the force list" % (entry["name"], entry["repo_id"], len(files)))
+        else:
+            plan["forced"].add(files[entry["name"]])
+    return plan
+
+
+def balance(sizes, streams):
+    """Split ``{path: size}`` over at most ``streams`` lists of about equal bytes: largest file
+    first, each to the list with the fewest bytes (then files, then the lowest index). Lists are
+    sorted by path; none is empty."""
+    bins = [{"bytes": 0, "files": [], "index": index} for index in range(max(1, min(streams, len(sizes))))]
+    for path, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        lightest = min(bins, key=lambda b: (b["bytes"], len(b["files"]), b["index"]))
+        lightest["bytes"] += size
+        lightest["files"].append(path)
+    return [sorted(b["files"]) for b in bins if b["files"]]
+
+
+# ------------------------------------------------------------------------------- rsync
+
+
+def rsync_argv(rsync, files_from, source, dest, ssh=None, dry_run=False, ignore_times=False, bwlimit=None,
+               progress=False):
+    """One rsync run over a ``--files-from`` list. Never ``-z``: weights do not compress, and
+    the link is faster than the compressor."""
+    argv = [rsync, "-a", "--partial", "--inplace", "--mkpath", "--files-from=" + files_from, "--stats", OUT_FORMAT]
+    if progress:
+        argv.append("--info=progress2")
+    if dry_run:
+        argv.append("--dry-run")
+    if ignore_times:
+        argv.append("--ignore-times")
+    if bwlimit:
+        argv.append("--bwlimit=%d" % bwlimit)
+    if ssh:
+        argv += ["-e", ssh]
+    return argv + [source, dest]
+
+
+def _number(text):
+    return int(text.replace(",", ""))
+
+
+def _segments(text):
+    return re.split(r"[\r\n]", text or "")
+
+
+def parse_progress2(text):
+    """The ``--info=progress2`` records in rsync's output, oldest first: ``{bytes, percent,
+    files, to_check, total}`` (``files`` is ``xfr#``, the files transferred so far; the last three
+    are None on a line without the counters)."""
+    records = []
+    for segment in _segments(text):
+        match = _PROGRESS2.match(segment)
+        if match:
+            records.append({"bytes": _number(match.group(1)), "percent": int(match.group(2)),
+                            "files": int(match.group(3)) if match.group(3) else None,
+                            "to_check": int(match.group(4)) if match.group(4) else None,
+                            "total": int(match.group(5)) if match.group(5) else None})
+    return records
+
+
+def parse_items(text):
+    """What rsync changed (or would, with --dry-run): ``{flags, size, name}`` per item, flags as
+    ``--itemize-changes`` writes them (``>f+++++++++`` a file sent, ``cL+++++++++`` a link made)."""
+    items = []
+    for segment in _segments(text):
+        match = _ITEM.search(segment)
+        if match:
+            items.append({"flags": match.group(1), "size": _number(match.group(2)), "name": match.group(3)})
+    return items
+
+
+def parse_stats(text):
+    """The ``--stats`` figures as ints, e.g. ``transferred_size`` for "Total transferred file size"."""
+    stats = {}
+    for segment in _segments(text):
+        match = _STAT_LINE.match(segment.strip())
+        if match:
+            stats[_STATS[match.group(1)]] = _number(match.group(2))
+    return stats
+
+
+def parse_version(text):
+    match = _VERSION.search(text or "")
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def changes(items):
+    """Items that change the worker: files sent, links made or replaced, file attributes; a
+    directory's time alone is not a change."""
+    return [item for item in items if len(item["flags"]) > 1 and item["flags"][1] != "d"
+            and item["flags"][0] in "<>ch."]
+
+
+def _tail(text, lines=6):
+    kept = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+def explain_failure(run, where, free=None):
+    """``(meaning, fix)`` for a failed rsync run. ``where`` names the worker (or local directory)."""
+    rc, stderr = run.get("rc"), run.get("stderr") or ""
+    if run.get("timed_out"):
+        return ("it did not finish within %gs and was killed" % run["timeout"],
+                "rerun to resume (what was sent is kept: --partial --inplace), or raise timeout")
+    if rc is None:
+        return (run.get("error") or "it could not be started", "rsync is missing on the head: " + INSTALL_RSYNC)
+    meaning = "exit %d: %s" % (rc, EXIT_CODES.get(rc, "unknown exit code"))
+    if "Failed to exec ssh" in stderr:
+        return meaning, "the OpenSSH client is missing on the head: install it (apt install openssh-client)"
+    if rc == 127 or _REMOTE_MISSING.search(stderr):
+        return meaning, "rsync is missing on the worker %s: %s" % (where, INSTALL_RSYNC)
+    if "unknown option" in stderr:
+        return meaning, ("rsync on the worker %s is too old (needs %s or later for --mkpath): upgrade rsync there"
+                         % (where, ".".join(str(part) for part in RSYNC_MIN_VERSION)))
+    if _DISK_FULL.search(stderr):
+        free_text = "" if free is None else " (%d bytes free there now)" % free
+        return meaning, ("the worker's disk under the destination is full%s: free space there or choose another "
+                         "dest, then rerun (what was sent is kept)" % free_text)
+    if rc == 255 or "ssh:" in stderr or "Permission denied (publickey" in stderr:
+        if "Host key verification failed" in stderr:
+            fix = "the head does not know the worker's host key: add it to the head user's known_hosts"
+        elif "Permission denied" in stderr:
+            fix = "the worker refused the head's ssh key: authorize the head user's key for that user on the worker"
+        else:
+            fix = ("the head cannot ssh to %s: check the CX7 link and the worker's address (the cx7_link preflight) "
+                   "and that sshd runs on the worker" % where)
+        return meaning, fix
+    if rc in (10, 12, 30):
+        return meaning, "the connection to the worker broke during the copy: rerun to resume (what was sent is kept)"
+    if rc == 24:
+        return meaning, "files changed on the head during the copy: rerun"
+    if rc in (11, 23) and "Permission denied" in stderr:
+        return meaning, "the worker user may not write the destination: fix the ownership of dest on the worker"
+    if rc in (11, 23):
+        return meaning, "a file could not be read on the head or written on the worker (see rsync's message)"
+    return meaning, "see rsync's message"
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def progress_record(phase, bytes_done, bytes_total, files_done, files_total, samples, now):
+    """The JSON of the progress file. ``samples``: ``(monotonic time, bytes_done)``, oldest first."""
+    rate = None
+    if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
+        rate = max(0.0, (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]))
+    left = max(0, bytes_total - bytes_done)
+    eta = 0.0 if left == 0 else (round(left / rate, 1) if rate else None)
+    return {"phase": phase, "bytes_done": bytes_done, "bytes_total": bytes_total, "files_done": files_done,
+            "files_total": files_total, "rate_bps": None if rate is None else int(rate), "eta_s": eta,
+            "updated": round(now, 3)}
+
+
+class OutputTail(object):
+    """Follows one rsync's stdout file while it runs: the bytes and files of its latest
+    progress2 record."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.pending = ""
+        self.bytes = 0
+        self.files = 0
+
+    def poll(self):
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except (IOError, OSError):
+            return
+        self.offset += len(chunk)
+        text = self.pending + chunk.decode("utf-8", "replace")
+        cut = max(text.rfind("\r"), text.rfind("\n"))
+        self.pending = text[cut + 1:]
+        records = parse_progress2(text[:cut + 1])
+        if records:
+            self.bytes = records[-1]["bytes"]
+            self.files = records[-1]["files"] or self.files
+
+
+class Progress(object):
+    """Writes the progress file (atomically, about once a second) from a background thread;
+    no path, nothing written."""
+
+    def __init__(self, path, bytes_total, files_total, interval=PROGRESS_INTERVAL):
+        self.path = path
+        self.interval = interval
+        self.bytes_total, self.files_total = bytes_total, files_total
+        self.base_bytes = self.base_files = 0
+        self.tails = []
+        self.samples = deque()
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.thread = None
+
+    def start(self):
+        self.write("mirror")
+        if self.path:
+            self.thread = threading.Thread(target=self._run, name="hf_mirror-progress")
+            self.thread.daemon = True
+            self.thread.start()
+
+    def set(self, base_bytes, base_files, tails=()):
+        """What is on the worker already, and the streams now sending."""
+        with self.lock:
+            self.base_bytes, self.base_files, self.tails = base_bytes, base_files, list(tails)
+
+    def figures(self):
+        with self.lock:
+            for tail in self.tails:
+                tail.poll()
+            done = self.base_bytes + sum(tail.bytes for tail in self.tails)
+            files = self.base_files + sum(tail.files for tail in self.tails)
+        return min(done, self.bytes_total), min(files, self.files_total)
+
+    def finish(self, phase, complete=False):
+        if self.thread is not None:
+            self.stop_event.set()
+            self.thread.join()
+            self.thread = None
+        if complete:
+            self.set(self.bytes_total, self.files_total)
+        self.write(phase)
+
+    def write(self, phase):
+        if not self.path:
+            return
+        done, files = self.figures()
+        now = time.monotonic()
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
+            self.samples.popleft()
+        record = progress_record(phase, done, self.bytes_total, files, self.files_total, list(self.samples),
+                                 time.time())
+        try:
+            write_atomic(self.path, json.dumps(record, sort_keys=True) + "\n")
+        except (IOError, OSError):
+            pass  # progress is for show; the copy does not depend on it
+
+    def _run(self):
+        while not self.stop_event.wait(self.interval):
+            self.write("mirror")
+
+
+# ------------------------------------------------------------------------------- the run
+
+
+class Mirror(object):
+    """One module run: ``run()`` returns the result or raises MirrorError."""
+
+    def __init__(self, params, rsync, check_mode=False):
+        self.p = params
+        self.rsync = rsync
+        self.check_mode = check_mode
+        self.target = params.get("target") or ""
+        self.where = self.target or "local directory %s" % params["dest"]
+        self.hub_dir = os.path.join(os.path.abspath(os.path.expanduser(params["cache_dir"])), "hub")
+        self.dest = destination(self.target, params["dest"])
+        self.ssh = ssh_command(params["ssh_options"]) if self.target else None
+        self.env = dict(os.environ, LC_ALL="C")  # English messages and ',' thousands for the parsers
+        self.started = time.monotonic()
+        self.deadline = self.started + params["timeout"]
+        self.commands = []
+        self.workdir = None
+
+    def remaining(self):
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise MirrorError("the copy to %s did not finish within timeout %gs: rerun to resume (what was sent is "
+                              "kept)" % (self.where, self.p["timeout"]))
+        return left
+
+    def check_rsync(self):
+        if not self.rsync:
+            raise MirrorError("rsync is missing on the head: " + INSTALL_RSYNC)
+        run = run_with_timeout([self.rsync, "--version"], PROBE_TIMEOUT, env=self.env)
+        version = parse_version(run["stdout"])
+        if run["rc"] != 0 or version is None:
+            raise MirrorError("rsync on the head does not run (`%s`: %s): %s" % (
+                run["command"], run["error"] or _tail(run["stderr"]) or "rc %s" % run["rc"], INSTALL_RSYNC))
+        if version < RSYNC_MIN_VERSION:
+            raise MirrorError("rsync %s on the head is too old: hf_mirror needs %s or later (--mkpath): upgrade rsync"
+                              % (".".join(map(str, version)), ".".join(map(str, RSYNC_MIN_VERSION))))
+
+    def list_file(self, name, paths):
+        path = os.path.join(self.workdir, name)
+        with open(path, "w") as handle:
+            handle.write("".join(p + "\n" for p in paths))
+        return path
+
+    def argv(self, list_path, **kwargs):
+        return rsync_argv(self.rsync, list_path, self.hub_dir + "/", self.dest, ssh=self.ssh, **kwargs)
+
+    def execute(self, argv, stdout_path=None):
+        """Run one rsync; its output parsed, or MirrorError explaining the failure."""
+        self.commands.append(list(argv))
+        run = run_with_timeout(argv, self.remaining(), env=self.env, stdout_path=stdout_path)
+        if run["rc"] != 0:
+            raise MirrorError(self.failure(run))
+        return {"items": parse_items(run["stdout"]), "stats": parse_stats(run["stdout"])}
+
+    def failure(self, run):
+        free = self.free_bytes() if _DISK_FULL.search(run.get("stderr") or "") else None
+        meaning, fix = explain_failure(run, self.where, free)
+        return "copying to %s failed (%s): %s. rsync said: %s. Command: %s" % (
+            self.where, meaning, fix, _tail(run.get("stderr")) or "nothing", run["command"])
+
+    def free_bytes(self):
+        """Free bytes where the hub directory goes on the worker, or None when df cannot tell."""
+        path = self.dest.split(":", 1)[1] if self.target else self.dest
+        command = "df -P -B1 -- %s" % shlex.quote(path or ".")
+        argv = ["sh", "-c", command] if not self.target else (
+            ["ssh"] + list(self.p["ssh_options"]) + [self.target, command])
+        run = run_with_timeout(argv, PROBE_TIMEOUT, env=self.env)
+        rows = [line.split() for line in run["stdout"].splitlines()[1:] if line.strip()]
+        if run["rc"] != 0 or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
+            return None
+        return int(rows[-1][3])
+
+    def blob_streams(self, to_send, forced, base_bytes, base_files, progress):
+        """Send ``to_send`` in parallel streams balanced by bytes; the number of streams."""
+        lists = balance(to_send, self.p["streams"])
+        bwlimit = max(1, self.p["bwlimit"] // len(lists)) if self.p.get("bwlimit") else None
+        runs, tails, threads = [None] * len(lists), [], []
+        timeout = self.remaining()
+        for index, paths in enumerate(lists):
+            argv = self.argv(self.list_file("blobs-%d" % index, paths), ignore_times=bool(forced & set(paths)),
+                             bwlimit=bwlimit, progress=True)
+            out = os.path.join(self.workdir, "stream-%d.out" % index)
+            tails.append(OutputTail(out))
+            self.commands.append(argv)
+            threads.append(threading.Thread(target=self._stream, args=(runs, index, argv, out, timeout),
+                                            name="hf_mirror-stream-%d" % index))
+        progress.set(base_bytes, base_files, tails)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        failed = [run for run in runs if run is None or run["rc"] != 0]
+        if failed:
+            raise MirrorError(" ".join(self.failure(run) if run else "a stream did not run" for run in failed))
+        sent = sum(parse_stats(run["stdout"]).get("transferred_size", 0) for run in runs)
+        items = [item for run in runs for item in parse_items(run["stdout"])]
+        return len(lists), sent, items
+
+    def _stream(self, runs, index, argv, out, timeout):
+        runs[index] = run_with_timeout(argv, timeout, env=self.env, stdout_path=out)
+
+    def run(self):
+        self.check_rsync()
+        plan = build_plan(self.hub_dir, self.p["models"], self.p.get("force"))
+        bytes_total = sum(plan["blobs"].values()) + sum(plan["manifests"].values())
+        files_total = len(plan["blobs"]) + len(plan["manifests"])
+        progress = Progress(None if self.check_mode else self.p.get("progress_file"), bytes_total, files_total)
+        self.workdir = tempfile.mkdtemp(prefix="glm53-hf-mirror-")
+        try:
+            progress.start()
+            result = self._passes(plan, progress)
+        except MirrorError:
+            progress.finish("failed")
+            raise
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        progress.finish("done", complete=True)
+        elapsed = time.monotonic() - self.started
+        result.update({
+            "bytes_total": bytes_total,
+            "files": files_total,
+            "links": len(plan["links"]),
+            "snapshot_files": plan["snapshot_files"],
+            "elapsed": round(elapsed, 3),
+            "rate_bps": 0 if self.check_mode or elapsed <= 0 else int(result["bytes_copied"] / elapsed),
+            "target": self.target,
+            "destination": self.dest,
+            "commands": self.commands,
+            "warnings": plan["warnings"],
+        })
+        return result
+
+    def _passes(self, plan, progress):
+        dry = self.check_mode
+        # Directories first, in one run: parallel streams creating the same directory race on mkdir.
+        # It also fails fast, before any stream starts, when ssh or the worker's rsync does not work.
+        made = self.execute(self.argv(self.list_file("dirs", plan["dirs"]), dry_run=dry))["items"]
+        # What the worker lacks, by size and time; forced files are re-sent whatever it says.
+        would = self.execute(self.argv(self.list_file("blobs", sorted(plan["blobs"])), dry_run=True))["items"]
+        to_send = dict((item["name"], plan["blobs"][item["name"]]) for item in would if item["name"] in plan["blobs"])
+        for path in plan["forced"]:
+            to_send[path] = plan["blobs"][path]
+        # Files whose data goes over (the rest of to_send only has attributes fixed).
+        data = set(plan["forced"]) | set(item["name"] for item in would if item["flags"].startswith(">"))
+        sending = sum(to_send[path] for path in data)
+        streams, bytes_copied, files_copied, items = 0, 0, 0, list(made)
+        if dry:
+            streams = len(balance(to_send, self.p["streams"])) if to_send else 0
+            bytes_copied, files_copied = sending, len(data)
+            items += [{"flags": ">f", "size": to_send[path], "name": path} for path in data]
+            items += [item for item in would if item["name"] in to_send and item["name"] not in data]
+        elif to_send:
+            base_files = len(plan["blobs"]) - len(to_send)
+            streams, bytes_copied, sent_items = self.blob_streams(
+                to_send, plan["forced"], sum(plan["blobs"].values()) - sending, base_files, progress)
+            files_copied = len([item for item in sent_items if item["flags"].startswith(">")])
+            items += sent_items
+        progress.set(sum(plan["blobs"].values()), len(plan["blobs"]))
+        # Links after their blobs, the manifests last: a worker never holds a manifest before its files.
+        for name, paths in (("links", plan["links"]), ("manifests", sorted(plan["manifests"]))):
+            if not paths:
+                continue
+            done = self.execute(self.argv(self.list_file(name, paths), dry_run=dry))
+            items += done["items"]
+            sent = [item for item in done["items"] if item["flags"].startswith(">")]
+            files_copied += len(sent)
+            bytes_copied += (sum(item["size"] for item in sent) if dry
+                             else done["stats"].get("transferred_size", 0))
+        changed_items = changes(items)
+        return {
+            "changed": bool(bytes_copied or changed_items),
+            "bytes_copied": bytes_copied,
+            "files_copied": files_copied,
+            "streams": streams,
+            "items_changed": len(changed_items),
+        }

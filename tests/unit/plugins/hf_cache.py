@@ -1,0 +1,74 @@
+"""A Hugging Face hub cache on disk as huggingface_hub lays it out, with the verified manifest
+hf_snapshot writes, for the hf_mirror tests; and an independent reader of such a tree
+(sha256 of every file, links as they are) to compare copies with."""
+
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+RSYNC = shutil.which("rsync")
+REVISION = "5ab363a8" + "0" * 32
+
+
+def need_rsync():
+    if not RSYNC:
+        pytest.fail("the hf_mirror tests run the real rsync, which is not on PATH: install rsync (apt-get install rsync)")
+    return RSYNC
+
+
+def folder(repo_id):
+    return "models--" + repo_id.replace("/", "--")
+
+
+def make_snapshot(cache_dir, repo_id="org/model", revision=REVISION, files=None, manifest=True):
+    """Write blobs, relative snapshot links and (unless ``manifest`` is false) the manifest under
+    ``cache_dir/hub``. ``files``: {name: bytes}. Returns the manifest as a dict."""
+    files = files if files is not None else {"model.safetensors": os.urandom(3 << 20), "config.json": b'{"a": 1}\n'}
+    repo_dir = os.path.join(str(cache_dir), "hub", folder(repo_id))
+    os.makedirs(os.path.join(repo_dir, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(repo_dir, "refs"), exist_ok=True)
+    with open(os.path.join(repo_dir, "refs", "main"), "w") as handle:
+        handle.write(revision)
+    rows = []
+    for name, data in sorted(files.items()):
+        digest = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(repo_dir, "blobs", digest), "wb") as handle:
+            handle.write(data)
+        link = os.path.join(repo_dir, "snapshots", revision, name)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(os.path.relpath(os.path.join(repo_dir, "blobs", digest), os.path.dirname(link)), link)
+        rows.append({"name": name, "size": len(data), "sha256": digest, "lfs": True})
+    doc = {"schema": 1, "repo_id": repo_id, "revision": revision, "files": rows,
+           "bytes": sum(row["size"] for row in rows), "verified_with": "sha256"}
+    if manifest:
+        os.makedirs(os.path.join(repo_dir, ".glm53"), exist_ok=True)
+        with open(os.path.join(repo_dir, ".glm53", revision + ".json"), "w") as handle:
+            json.dump(doc, handle, indent=1, sort_keys=True)
+    return doc
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree(root):
+    """{relative path: ("link", target) | ("file", sha256, size)} of everything under ``root``."""
+    out = {}
+    for base, dirs, names in os.walk(str(root)):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(base, d))]:
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, str(root))
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            else:
+                out[rel] = ("file", sha256_file(path), os.path.getsize(path))
+    return out
