@@ -36,6 +36,11 @@ def hf_weights_force(held_models):
     return force_list(held_models)
 
 
+def hf_weights_pins(models):
+    """Only ``repo_id`` and ``revision`` of each model, for modules that take nothing else."""
+    return [{"repo_id": m["repo_id"], "revision": m["revision"]} for m in models or []]
+
+
 def hf_weights_held(results):
     return held(results)
 
@@ -62,6 +67,7 @@ class FilterModule(object):
             "hf_weights_space_errors": hf_weights_space_errors,
             "hf_weights_facts": hf_weights_facts,
             "hf_weights_held": hf_weights_held,
+            "hf_weights_pins": hf_weights_pins,
             "hf_weights_force": hf_weights_force,
             "hf_weights_pip_download": hf_weights_pip_download,
         }
