@@ -5,7 +5,7 @@ Fixtures:
   lab4           session: the four-node lab (spark-head, spark-worker, spark-worker-2,
                  spark-worker-3); back to two nodes when the session ends
   run_playbook   run_playbook(playbook, extravars=None, limit=None, tags=None,
-                 ident=None, expect_success=True, inventory=None) -> RunResult, through
+                 ident=None, expect_success=True, inventory=None, secret_vars=None) -> RunResult, through
                  ansible_runner.run with the layout of runner/ (what operators copy);
                  inventory defaults to the two-node lab/inventory (pass lab4.inventory)
   assert_idempotent  assert_idempotent(playbook, **kw): two runs, second changes nothing
@@ -174,6 +174,7 @@ class PlaybookRunner:
         cmdline=None,
         verbosity=0,
         inventory=None,
+        secret_vars=None,
     ) -> RunResult:
         import ansible_runner  # only integration runs need it
 
@@ -189,6 +190,14 @@ class PlaybookRunner:
         # Same layout as runner/: env/ copied, project is the checkout, inventory the lab's
         # (`inventory` may be a path or a Lab, e.g. lab4).
         shutil.copytree(RUNNER_TEMPLATE / "env", private / "env")
+        if secret_vars:
+            # As an operator keeps secrets with ansible-runner: in env/extravars, which runner
+            # passes as -e @file. (Extravars given to the API are echoed on the command line.)
+            import yaml  # pylint: disable=import-outside-toplevel
+            extravars_file = private / "env" / "extravars"
+            merged = dict(yaml.safe_load(extravars_file.read_text()) or {}) if extravars_file.exists() else {}
+            merged.update(secret_vars)
+            extravars_file.write_text(yaml.safe_dump(merged))
 
         args = []
         if tags:
