@@ -1,0 +1,3 @@
+from tensorfold.cli import main
+
+raise SystemExit(main())

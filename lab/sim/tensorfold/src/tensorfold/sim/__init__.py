@@ -1,0 +1,1 @@
+"""Simulator internals (not part of the real TensorFold layout)."""
