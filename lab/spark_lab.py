@@ -675,9 +675,10 @@ def source_files(root: Path, prefix: str = "") -> dict[str, tuple[str, Path]]:
 def write_commit(repo: Path, files: dict, message: str, date: int, parent: str | None = None, gitlinks=None) -> str:
     """The commit of exactly `files` ({path: (mode, Path or str content)}) and `gitlinks`
     ({path: commit}); its objects are written, no ref is moved. Same input, same sha."""
-    on_disk = [(p, m, src) for p, (m, src) in files.items() if isinstance(src, Path)]
-    shas = git(repo, "hash-object", "-w", "--no-filters", "--stdin-paths", input="".join(f"{s}\n" for _, _, s in on_disk)).split()
-    entries = [f"{mode} {sha}\t{path}" for (path, mode, _), sha in zip(on_disk, shas)]
+    on_disk = {path: (mode, src) for path, (mode, src) in files.items() if isinstance(src, Path)}
+    listing = "".join(f"{src}\n" for mode, src in on_disk.values())
+    shas = git(repo, "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing).split()
+    entries = [f"{mode} {sha}\t{path}" for (path, (mode, src)), sha in zip(on_disk.items(), shas)]
     for path, (mode, src) in files.items():
         if not isinstance(src, Path):
             entries.append(f"{mode} {git(repo, 'hash-object', '-w', '--no-filters', '--stdin', input=src)}\t{path}")

@@ -40,9 +40,14 @@ def fixture_sim_copy(tmp_path, monkeypatch):
 
 
 def materialize():
+    """(commits, changes) of one ensure_git_repos run."""
     changes = []
     commits = spark_lab.ensure_git_repos(changes)
     return commits, changes
+
+
+def commits_of():
+    return materialize()[0]
 
 
 def test_same_content_gives_the_same_commits_and_a_rerun_changes_nothing(git_root, tmp_path, monkeypatch):
@@ -55,13 +60,13 @@ def test_same_content_gives_the_same_commits_and_a_rerun_changes_nothing(git_roo
     other = tmp_path / "elsewhere"
     monkeypatch.setattr(spark_lab, "GIT_ROOT", other)
     monkeypatch.setattr(spark_lab, "GIT_COMMITS", other / "commits.json")
-    fresh, _ = materialize()
+    fresh = commits_of()
     assert fresh["kit"]["commit"] == first["kit"]["commit"]
     assert fresh["profile"]["commits"] == first["profile"]["commits"]
 
 
 def test_a_changed_file_changes_the_commits_that_hold_it(git_root, sim_copy):
-    before, _ = materialize()
+    before = commits_of()
     serve = sim_copy / "kit" / "scripts" / "serve.sh"
     serve.write_text(serve.read_text() + "# edited\n")
     after, changes = materialize()
@@ -72,7 +77,7 @@ def test_a_changed_file_changes_the_commits_that_hold_it(git_root, sim_copy):
 
 
 def test_the_kit_clones_with_its_engine_submodule(git_root, tmp_path):
-    commits, _ = materialize()
+    commits = commits_of()
     clone = tmp_path / "kit"
     # The submodule URL is relative (../TensorFold.git), so it resolves next to the kit here too.
     sh("git", "-c", "protocol.file.allow=always", "clone", "-q", "--recurse-submodules",
@@ -91,7 +96,7 @@ def test_the_kit_clones_with_its_engine_submodule(git_root, tmp_path):
 
 
 def test_the_second_profile_commit_changes_only_the_overlay(git_root, tmp_path):
-    commits, _ = materialize()
+    commits = commits_of()
     first, second = commits["profile"]["commits"]
     assert commits["profile"]["commit"] == second
     clone = tmp_path / "profile"
@@ -104,7 +109,7 @@ def test_the_second_profile_commit_changes_only_the_overlay(git_root, tmp_path):
 
 
 def test_python_caches_in_the_sources_stay_out(git_root, sim_copy):
-    before, _ = materialize()
+    before = commits_of()
     cache = sim_copy / "kit" / "scripts" / "__pycache__"
     cache.mkdir()
     (cache / "x.cpython-311.pyc").write_bytes(b"\0")

@@ -323,9 +323,10 @@ run_line() {
     -e "MAX_TOKENS=${MAX_TOKENS:-}" -e "MTP_DRAFTS=${MTP_DRAFTS:-}" -e "NO_DRAFTS=${NO_DRAFTS:-0}"
     -e "HOST=${HOST:-127.0.0.1}" -e "PORT=$PORT" -e "EXTRA_ARGS=${EXTRA_ARGS:-}"
   )
+  # GLM53_LAB_*: the simulated engine's lab knobs (a lab addition, see AGENTS.md).
   while IFS= read -r key; do
     rest+=(-e "$key=${!key}")
-  done < <(compgen -e | grep '^GLM53_TF_' | sort)
+  done < <(compgen -e | grep -E '^GLM53_(TF|LAB)_' | sort)
   if [ "${NCCL_PASSTHROUGH:-0}" = 1 ]; then
     while IFS= read -r key; do
       case $key in NCCL_SOCKET_IFNAME | NCCL_IB_HCA | NCCL_PASSTHROUGH) continue ;; esac
