@@ -210,6 +210,27 @@ def test_rank_1_that_cannot_start_fails_the_start_with_exit_1(built):
     assert "[glm53-tf] rank 1 exited; its last 40 log lines:" in start.stdout
 
 
+@pytest.mark.skipif(spark_lab.sim_source("tensorfold").parent.name == "placeholder",
+                    reason="the placeholder engine always fits GLM53_TF_BATCH slots (lab/sim/tensorfold decides by page cache)")
+def test_weights_in_the_page_cache_cost_slots_and_start_exits_3_with_the_server_up(built):
+    # The simulated engine fits 1 slot when over half of the weights are in the page cache
+    # (on a GB10 page cache counts as used). The lab's spark has no sudo, so the kit's two
+    # forced drops fail and the start ends with exit 3, the short server left running.
+    shard = f"{HF}/{MODEL_DIR}/model-00001-of-00001.safetensors"
+    on("spark-head", f"head -c 33554432 /dev/zero > {shard} && cat {shard} > /dev/null")
+    try:
+        start = serve("start", timeout=180)
+        models = on("spark-head", "curl -sf -m 5 http://127.0.0.1:8000/v1/models", check=False)
+    finally:
+        serve("stop")
+        on("spark-head", f"rm -f {shard}")
+    out = start.stdout
+    assert start.returncode == 3, out
+    assert out.count("[glm53-tf] too few request slots: dropping the page caches on both nodes and restarting") == 2
+    assert "[glm53-tf] request slots: 1, fewer than GLM53_TF_BATCH=8" in out
+    assert models.returncode == 0  # left running
+
+
 def test_profile_lp9001_builds_on_a_node(built):
     build = on("spark-head", f"cd {PROFILE}/tensorfold/patches && docker build --build-arg BASE=glm53-tensorfold:dev "
                              "-t glm53-tensorfold:lp9001 -f Dockerfile.logprobs overlay", check=False, timeout=180)
