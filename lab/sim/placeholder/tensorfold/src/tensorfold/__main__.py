@@ -1,0 +1,5 @@
+import sys
+
+from tensorfold.cli import main
+
+sys.exit(main())

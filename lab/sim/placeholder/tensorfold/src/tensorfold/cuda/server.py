@@ -1,0 +1,1 @@
+"""Placeholder of tensorfold.cuda.server (the profile's overlay replaces it)."""
