@@ -382,6 +382,11 @@ def parse_version(text):
     return tuple(int(part) for part in match.groups()) if match else None
 
 
+def sends(item):
+    """True when rsync sends the item's data: ``<`` to a remote worker, ``>`` to a local destination."""
+    return item["flags"][:1] in ("<", ">") and item["flags"][1:2] == "f"
+
+
 def changes(items):
     """Items that change the worker: files sent, links made or replaced, file attributes; a
     directory's time alone is not a change."""
@@ -394,8 +399,9 @@ def _tail(text, lines=6):
     return " | ".join(kept[-lines:])
 
 
-def explain_failure(run, where, free=None):
-    """``(meaning, fix)`` for a failed rsync run. ``where`` names the worker (or local directory)."""
+def explain_failure(run, where, free=None, needed=None):
+    """``(meaning, fix)`` for a failed rsync run. ``where`` names the worker (or local directory);
+    ``free`` and ``needed`` are bytes free at the destination and still to send, when known."""
     rc, stderr = run.get("rc"), run.get("stderr") or ""
     if run.get("timed_out"):
         return ("it did not finish within %gs and was killed" % run["timeout"],
@@ -411,7 +417,9 @@ def explain_failure(run, where, free=None):
         return meaning, ("rsync on the worker %s is too old (needs %s or later for --mkpath): upgrade rsync there"
                          % (where, ".".join(str(part) for part in RSYNC_MIN_VERSION)))
     if _DISK_FULL.search(stderr):
-        free_text = "" if free is None else " (%d bytes free there now)" % free
+        figures = [] if free is None else ["%d bytes free there now" % free]
+        figures += [] if needed is None else ["this copy sends %d bytes" % needed]
+        free_text = " (%s)" % ", ".join(figures) if figures else ""
         return meaning, ("the worker's disk under the destination is full%s: free space there or choose another "
                          "dest, then rerun (what was sent is kept)" % free_text)
     if rc == 255 or "ssh:" in stderr or "Permission denied (publickey" in stderr:
@@ -561,6 +569,7 @@ class Mirror(object):
         self.deadline = self.started + params["timeout"]
         self.commands = []
         self.workdir = None
+        self.needed = None  # bytes this run sends, once the dry run told
 
     def remaining(self):
         left = self.deadline - time.monotonic()
@@ -600,7 +609,7 @@ class Mirror(object):
 
     def failure(self, run):
         free = self.free_bytes() if _DISK_FULL.search(run.get("stderr") or "") else None
-        meaning, fix = explain_failure(run, self.where, free)
+        meaning, fix = explain_failure(run, self.where, free, self.needed)
         return "copying to %s failed (%s): %s. rsync said: %s. Command: %s" % (
             self.where, meaning, fix, _tail(run.get("stderr")) or "nothing", run["command"])
 
@@ -637,7 +646,11 @@ class Mirror(object):
             thread.join()
         failed = [run for run in runs if run is None or run["rc"] != 0]
         if failed:
-            raise MirrorError(" ".join(self.failure(run) if run else "a stream did not run" for run in failed))
+            first = failed[0]
+            message = self.failure(first) if first else "a stream of the copy to %s did not run" % self.where
+            if len(failed) > 1:
+                message += " (%d of %d streams failed; the first is shown)" % (len(failed), len(lists))
+            raise MirrorError(message)
         sent = sum(parse_stats(run["stdout"]).get("transferred_size", 0) for run in runs)
         items = [item for run in runs for item in parse_items(run["stdout"])]
         return len(lists), sent, items
@@ -687,8 +700,9 @@ class Mirror(object):
         for path in plan["forced"]:
             to_send[path] = plan["blobs"][path]
         # Files whose data goes over (the rest of to_send only has attributes fixed).
-        data = set(plan["forced"]) | set(item["name"] for item in would if item["flags"].startswith(">"))
+        data = set(plan["forced"]) | set(item["name"] for item in would if sends(item))
         sending = sum(to_send[path] for path in data)
+        self.needed = sending
         streams, bytes_copied, files_copied, items = 0, 0, 0, list(made)
         if dry:
             streams = len(balance(to_send, self.p["streams"])) if to_send else 0
@@ -699,7 +713,7 @@ class Mirror(object):
             base_files = len(plan["blobs"]) - len(to_send)
             streams, bytes_copied, sent_items = self.blob_streams(
                 to_send, plan["forced"], sum(plan["blobs"].values()) - sending, base_files, progress)
-            files_copied = len([item for item in sent_items if item["flags"].startswith(">")])
+            files_copied = len([item for item in sent_items if sends(item)])
             items += sent_items
         progress.set(sum(plan["blobs"].values()), len(plan["blobs"]))
         # Links after their blobs, the manifests last: a worker never holds a manifest before its files.
@@ -708,7 +722,7 @@ class Mirror(object):
                 continue
             done = self.execute(self.argv(self.list_file(name, paths), dry_run=dry))
             items += done["items"]
-            sent = [item for item in done["items"] if item["flags"].startswith(">")]
+            sent = [item for item in done["items"] if sends(item)]
             files_copied += len(sent)
             bytes_copied += (sum(item["size"] for item in sent) if dry
                              else done["stats"].get("transferred_size", 0))

@@ -134,6 +134,8 @@ notes:
     rsync missing on the head or on the worker, ssh refused, or the worker's disk full (with the bytes free
     there).
   - RV(commands) show the temporary C(--files-from) lists they used; those are removed when the task ends.
+  - C(--inplace) rewrites a changed or forced file where it is; do not mirror to a worker whose engine has those
+    weights open.
 seealso:
   - name: rsync(1)
     description: The options used, and the exit codes.

@@ -194,8 +194,8 @@ def test_rsync_argv_never_compresses_and_goes_to_the_home_relative_dest():
     assert argv[:5] == ["/usr/bin/rsync", "-a", "--partial", "--inplace", "--mkpath"]
     assert "--files-from=/tmp/l" in argv and "--ignore-times" in argv and "--bwlimit=25000" in argv
     assert "--info=progress2" in argv and "--stats" in argv and "--dry-run" not in argv
-    assert not [arg for arg in argv if arg in ("-z", "--compress") or (arg.startswith("-") and not arg.startswith("--")
-                                                                         and "z" in arg)]
+    short_flags = [arg for arg in argv if arg.startswith("-") and not arg.startswith("--")]
+    assert not any("z" in arg for arg in short_flags) and not any(arg.startswith("--compress") for arg in argv)
     assert argv[argv.index("-e") + 1] == "ssh -o BatchMode=yes -o ConnectTimeout=10"
     assert argv[-2:] == ["/home/spark/.cache/huggingface/hub/", "spark@198.18.1.11:.cache/huggingface/hub/"]
     local = hm.rsync_argv("rsync", "/tmp/l", "/a/hub/", "/b/hub/", dry_run=True)
@@ -322,20 +322,41 @@ def test_rsync_missing_on_the_worker_is_named(tmp_path):
     assert fix == "rsync is missing on the worker spark@worker: install rsync (apt install rsync)"
 
 
+def test_items_of_a_push_to_a_remote_rsync_count_as_sent(tmp_path):
+    rsync = need_rsync()
+    doc = make_snapshot(tmp_path / "head")
+    plan = hm.build_plan(str(tmp_path / "head" / "hub"), [{"repo_id": "org/model", "revision": REVISION}])
+    listing = tmp_path / "list"
+    listing.write_text("".join(p + "\n" for p in sorted(plan["blobs"])))
+    rsh = _fake_rsh(tmp_path, [os.path.dirname(rsync)])
+    outputs = []
+    for dry_run in (True, False):
+        argv = hm.rsync_argv(rsync, str(listing), str(tmp_path / "head" / "hub") + "/",
+                             "spark@worker:%s/" % (tmp_path / "worker" / "hub"), ssh=rsh, dry_run=dry_run)
+        outputs.append(subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"),
+                                      check=True).stdout)
+    for output in outputs:
+        items = hm.parse_items(output)
+        # A push itemizes sent files with "<" (a local copy with ">").
+        assert all(item["flags"].startswith("<f") for item in items if item["name"] in plan["blobs"]), items
+        assert dict((i["name"], i["size"]) for i in items if hm.sends(i)) == plan["blobs"]
+    assert hm.parse_stats(outputs[1])["transferred_size"] == doc["bytes"]
+
+
 @pytest.mark.parametrize("rc, stderr, expected", [
     (255, "ssh: connect to host 198.18.1.11 port 22: Connection refused\r\nrsync: connection unexpectedly closed",
      "the head cannot ssh to spark@198.18.1.11: check the CX7 link"),
     (255, "spark@198.18.1.11: Permission denied (publickey).", "the worker refused the head's ssh key"),
     (255, "Host key verification failed.", "does not know the worker's host key"),
     (23, 'rsync: [receiver] write failed on "/x": No space left on device (28)',
-     "disk under the destination is full (1024 bytes free there now)"),
+     "disk under the destination is full (1024 bytes free there now, this copy sends 4096 bytes)"),
     (11, "rsync: mkdir failed: Permission denied (13)", "may not write the destination"),
     (12, "rsync: connection unexpectedly closed (0 bytes received so far) [sender]", "the connection to the worker broke"),
     (1, "rsync: on remote machine: --mkpath: unknown option", "rsync on the worker spark@198.18.1.11 is too old"),
     (14, "rsync: Failed to exec ssh: No such file or directory (2)", "the OpenSSH client is missing on the head"),
 ])
 def test_explain_failure_gives_the_meaning_and_the_fix(rc, stderr, expected):
-    meaning, fix = hm.explain_failure({"rc": rc, "stderr": stderr}, "spark@198.18.1.11", free=1024)
+    meaning, fix = hm.explain_failure({"rc": rc, "stderr": stderr}, "spark@198.18.1.11", free=1024, needed=4096)
     assert meaning == "exit %d: %s" % (rc, hm.EXIT_CODES[rc])
     assert expected in fix, fix
 
