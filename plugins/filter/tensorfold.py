@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import shlex
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
@@ -88,9 +90,19 @@ def tensorfold_image_inputs(images):
     return [input_label(image) for image in _plain(images) or []]
 
 
-def tensorfold_start_failure(wait, serve, attempt, slots):
+def tensorfold_start_failure(wait, serve, attempt, slots, logs=None):
     """Why a start failed, with both ranks' last log lines."""
-    return start_failure(_plain(wait), _plain(serve), attempt, slots)
+    return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs))
+
+
+def tensorfold_shell_path(path):
+    """A path as one shell word that still expands a leading ``~/`` (``"$HOME"/'rest'``)."""
+    path = str(path)
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
 
 
 class FilterModule(object):
@@ -102,4 +114,5 @@ class FilterModule(object):
             "tensorfold_image_state": tensorfold_image_state,
             "tensorfold_image_inputs": tensorfold_image_inputs,
             "tensorfold_start_failure": tensorfold_start_failure,
+            "tensorfold_shell_path": tensorfold_shell_path,
         }

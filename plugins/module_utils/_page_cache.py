@@ -306,7 +306,10 @@ class _Libc(object):
         """Page-cache bytes (whole pages) of the open file ``fd``, ``size`` bytes long."""
         if self.use_cachestat:
             cached = self._cachestat(fd)
-            if cached is not None:
+            # cachestat counts the pages of the inode it is given. On a stacked file system
+            # (overlayfs, as in containers) that inode holds none: the pages belong to the
+            # file underneath, which mmap (and so mincore) reaches. A zero is confirmed.
+            if cached is not None and (cached or not size):
                 return cached
         return self._mincore_bytes(fd, size)
 

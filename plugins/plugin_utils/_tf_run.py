@@ -18,8 +18,10 @@ def _tail(lines, count=40):
     return [str(line) for line in (lines or [])][-count:]
 
 
-def start_failure(wait, serve, attempt, slots):
-    """One message from the wait_for_slots result, the serve.sh start job's result and the attempt."""
+def start_failure(wait, serve, attempt, slots, logs=None):
+    """One message from the wait_for_slots result, the serve.sh start job's result, the attempt
+    and ``serve.sh logs N`` results (``[{item: N, stdout, stderr}]``), which win over the
+    log tails wait_for_slots keeps of exited ranks."""
     wait, serve = wait or {}, serve or {}
     rc = serve.get("rc")
     reason = wait.get("reason") or wait.get("msg") or "not ready"
@@ -32,8 +34,14 @@ def start_failure(wait, serve, attempt, slots):
         parts.append("Slots: %s of %s. On GB10 page cache counts as used at load: keep tensorfold_evict true (the "
                      "weights and prepared folders are evicted on both nodes before each start) and stop other "
                      "workloads." % (wait.get("slots"), slots))
-    for rank in wait.get("ranks") or []:
-        tail = _tail(rank.get("log_tail"))
+    by_rank = {}
+    for res in logs or []:
+        if res.get("skipped"):
+            continue
+        text = (res.get("stdout") or "") + (("\n" + res["stderr"]) if res.get("stderr") else "")
+        by_rank[int(res.get("item", -1))] = text.strip("\n")
+    for index, rank in enumerate(wait.get("ranks") or []):
+        tail = _tail(by_rank.get(rank.get("rank", index)) or rank.get("log_tail"))
         parts.append("Last %d lines of %s on %s (%s):\n%s" % (
             len(tail), rank.get("container") or "rank", rank.get("node") or "?", rank.get("state") or "unknown",
             "\n".join(tail) if tail else "(no log)"))

@@ -54,3 +54,12 @@ def test_failure_message_has_reason_exit_meaning_slots_and_both_ranks_lines():
     assert "Last 40 lines of glm53-tf-r0 on spark-head (running):" in msg
     assert "Last 2 lines of glm53-tf-r1 on spark-worker (exited):\nx\ny" in msg
     assert msg.endswith("Both ranks were stopped; the log is ~/.local/state/glm53-tf-prod/tf-prod.log on the head.")
+
+
+def test_failure_message_prefers_serve_sh_logs_of_each_rank():
+    wait = {"reason": "canary", "ranks": [{"rank": 0, "container": "glm53-tf-r0", "node": "h", "state": "running"},
+                                          {"rank": 1, "container": "glm53-tf-r1", "node": "w", "state": "running"}]}
+    logs = [{"item": 0, "stdout": "r0 a\nr0 b"}, {"item": 1, "stdout": "r1 z"}]
+    msg = start_failure(wait, {"rc": 0}, 1, 8, logs)
+    assert "Last 2 lines of glm53-tf-r0 on h (running):\nr0 a\nr0 b" in msg
+    assert "Last 1 lines of glm53-tf-r1 on w (running):\nr1 z" in msg
