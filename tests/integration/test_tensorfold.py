@@ -12,10 +12,13 @@ import json
 import shlex
 import time
 
+from pathlib import Path
+
 import pytest
 
 from lab_faults import HEAD, WORKER, sh
 
+REPO = Path(__file__).resolve().parents[2]
 SITE = "playbooks/site.yml"
 TF = {"path": "tensorfold"}
 KIT = "/home/spark/glm53-tensorfold-spark"
@@ -62,8 +65,11 @@ def image_id(node, tag):
 def deployed(lab):
     """One cold deploy for the module (the weights come from the lab hub)."""
     from conftest import PlaybookRunner  # pylint: disable=import-outside-toplevel
-    from pathlib import Path  # pylint: disable=import-outside-toplevel
     runner = PlaybookRunner(Path(lab.inventory), "tensorfold-cold")
+    # The lab's nodes start without the nvidia runtime (the docker_runtime role adds it, with
+    # become as admin), as a node that is not stock DGX OS would.
+    runner("playbooks/docker_runtime.yml", extravars={"ansible_user": "admin", "docker_runtime_user": "spark"},
+           cmdline="-b")
     stop_service()
     started = time.monotonic()
     cold = runner(SITE, extravars=TF)
@@ -99,8 +105,9 @@ def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
 
 
 def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_playbook):
-    ask = {"model": "glm-5.3-flash", "max_tokens": 4, "logprobs": True, "top_logprobs": 2,
-           "messages": [{"role": "user", "content": "hi"}]}
+    # Thinking off: logprobs cover answer tokens only (patch 9001), never reasoning.
+    ask = {"model": "glm-5.3-flash", "max_tokens": 8, "logprobs": True, "top_logprobs": 2,
+           "chat_template_kwargs": {"enable_thinking": False}, "messages": [{"role": "user", "content": "hi"}]}
     answer = api("/v1/chat/completions", ask)
     assert answer["choices"][0]["logprobs"]["content"], answer
     try:
@@ -165,9 +172,11 @@ def test_a_silent_hang_is_not_ready_and_names_the_canary(deployed, run_playbook)
 
 
 def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook, lab):
-    from pathlib import Path  # pylint: disable=import-outside-toplevel
-    state = json.loads((Path(lab.inventory).parent.parent / ".state" / "git" / "commits.json").read_text())
-    other = state["profile"][-2] if isinstance(state["profile"], list) else state["profile_previous"]
+    del lab
+    # lab/.state/git/commits.json: the profile's two commits; the second changes only the overlay.
+    state = json.loads((REPO / "lab" / ".state" / "git" / "commits.json").read_text())
+    other = state["profile"]["commits"][0]
+    assert other != state["profile"]["commit"]
     before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
     before = ranks()
     try:
