@@ -35,7 +35,17 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-setup: $(STAMP)
+# Tools the unit tests drive for real: rsync (hf_mirror) and fincore (util-linux, the page
+# cache oracle). Installed with apt when missing (CI runs as root on a fresh machine).
+TOOLS_STAMP := $(VENV)/.tools
+$(TOOLS_STAMP):
+	@missing=""; command -v rsync >/dev/null || missing="$$missing rsync"; \
+	command -v fincore >/dev/null || missing="$$missing util-linux"; \
+	if [ -n "$$missing" ]; then echo "installing$$missing with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	mkdir -p $(VENV) && touch $@
+
+setup: $(STAMP) $(TOOLS_STAMP)
 
 lint: setup
 	yamllint -s .
@@ -89,12 +99,15 @@ lab-down:
 lab-status:
 	$(LAB_TOOL) status $(LAB_NODES)
 
-# Operator rehearsal on the lab: the README's main job. Brings the lab up, deploys
-# path=tensorfold with playbooks/site.yml (preflight, Docker, weights from the lab hub, the
-# kit and the C8 profile with lp9001, 8 slots), then shows the endpoint, the slot count and
-# one streamed chat completion from the head. Idempotent: a second run reports changed=0.
+# Operator rehearsal on the lab: the README's main job. Brings the lab up, adds the nvidia
+# runtime as `admin` with become (the lab's nodes start without it, unlike stock DGX OS),
+# deploys path=tensorfold with playbooks/site.yml as `spark` (preflight, Docker, weights
+# from the lab hub, the kit and the C8 profile with lp9001, 8 slots), then shows the
+# endpoint, the slot count and one streamed chat completion from the head. Idempotent: a
+# second run reports changed=0 for both playbooks.
 lab: setup lab-up
 	@inventory=$$($(LAB_TOOL) inventory $(LAB_NODES)); \
+	ansible-playbook -i $$inventory playbooks/docker_runtime.yml -e ansible_user=admin -e docker_runtime_user=spark -b && \
 	ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold
 	bash lab/demo.sh
 
