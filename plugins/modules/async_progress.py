@@ -13,7 +13,7 @@ module: async_progress
 short_description: Wait for an async job on a node and print its progress lines meanwhile
 version_added: 0.3.0
 description:
-  - Waits for a job started with C(async) and C(poll: 0), like M(ansible.builtin.async_status) in a retry loop, and
+  - Waits for a job started with C(async) and C(poll=0), like M(ansible.builtin.async_status) in a retry loop, and
     returns the job's own result (its return values, C(changed), C(failed) and C(msg)) when it ends.
   - While it runs, every O(interval) seconds it reads the job's progress file on the node (a small JSON file the
     job rewrites: C(bytes_done), C(bytes_total), C(rate_bps), C(eta_s), C(files_done), C(files_total), C(phase),
@@ -63,7 +63,7 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - Start the job with C(changed_when: false) on the async task: its own result, returned here, says whether it changed anything.
+  - Start the job with C(changed_when=false) on the async task; its own result, returned here, says whether it changed anything.
 """
 
 EXAMPLES = r"""
