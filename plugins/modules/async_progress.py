@@ -16,10 +16,10 @@ description:
   - Waits for a job started with C(async) and C(poll=0), like M(ansible.builtin.async_status) in a retry loop, and
     returns the job's own result (its return values, C(changed), C(failed) and C(msg)) when it ends.
   - While it runs, every O(interval) seconds it reads the job's progress file on the node (a small JSON file the
-    job rewrites: C(bytes_done), C(bytes_total), C(rate_bps), C(eta_s), C(files_done), C(files_total), C(phase),
-    C(message)) and prints one line in the play output, for example
-    C([spark-head] weights: 1.2 GB of 3.4 GB (35%), 48.1 MB/s, ETA 46 s, 2 of 9 files (1 min 10 s)).
-  - An action plugin: the waiting and printing happen on the controller; each poll is one small round trip.
+    job rewrites with C(bytes_done), C(bytes_total), C(rate_bps), C(eta_s), C(files_done), C(files_total), C(phase)
+    and C(message)), or the last line of O(log_file), and prints one line in the play output, for example
+    C([spark-head] weights - 1.2 GB of 3.4 GB (35%), 48.1 MB/s, ETA 46 s, 2 of 9 files (1 min 10 s)).
+  - An action plugin; the waiting and printing happen on the controller, and each poll is one small round trip.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
 author:
