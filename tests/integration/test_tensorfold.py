@@ -73,7 +73,8 @@ def deployed(lab):
     stop_service()
     started = time.monotonic()
     cold = runner(SITE, extravars=TF)
-    return {"run": cold, "seconds": time.monotonic() - started, "runner": runner}
+    yield {"run": cold, "seconds": time.monotonic() - started, "runner": runner}
+    stop_service()  # later tests start their own containers under these names
 
 
 def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(deployed, run_playbook):
