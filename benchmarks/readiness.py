@@ -1,0 +1,112 @@
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""How soon a start is known to be READY: dgx_spark.glm53.wait_for_slots against the seed's
+way (tf-prod.sh: serve.sh start, then one check), on the Spark lab's simulated engine.
+
+Needs a lab deployed with path=tensorfold (make lab). Each of --starts rounds: stop both
+ranks, evict the weights on both nodes (so all 8 slots fit), then at once start both ranks
+with the kit's `serve.sh start` on the head (which returns after its /v1/models poll and
+slot check; the seed then checks once) and run wait_for_slots through ansible-runner. The
+reference instant is the engine's own: the container-log timestamp (docker logs -t) of
+rank 0's `serving ...` line, printed once every slot is loaded. Latencies are measured to
+the instant each way knows: the runner event of the module's result on the controller, and
+the head's clock right after serve.sh start returned plus one check. Controller and nodes
+share one clock (the lab's nodes are containers).
+
+    .venv/bin/python benchmarks/readiness.py [--starts 10] [--target 1.5]
+
+Exit 0 when the p95 of wait_for_slots is under --target seconds.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT = "~/glm53-tensorfold-spark"
+EVICT = ("python3 -c \"import os,sys\nfor root,_d,fs in os.walk(os.path.expanduser('~/.cache/huggingface/hub')):\n"
+         " for f in fs:\n  p=os.path.join(root,f)\n  fd=os.open(p,os.O_RDONLY)\n"
+         "  os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)\"")
+
+
+def node(spark_lab, name, script, check=True):
+    return spark_lab.node_exec(name, script, user="spark", check=check).stdout
+
+
+def engine_ready(spark_lab):
+    """Epoch seconds of rank 0's `serving ...` line (all slots loaded), from docker's log timestamps."""
+    out = node(spark_lab, "spark-head", "docker logs -t glm53-tf-r0 2>&1 | grep -m1 '\\[tensorfold\\] serving '")
+    stamp = out.split()[0]  # RFC 3339 with nanoseconds
+    whole, frac = stamp.rstrip("Z").split(".")
+    base = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return base.timestamp() + float("0." + frac)
+
+
+def percentile(values, pct):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100.0 * (len(ordered) - 1))))]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=10)
+    parser.add_argument("--target", type=float, default=1.5)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, os.path.join(REPO, "lab"))
+    import spark_lab  # pylint: disable=import-outside-toplevel
+    import ansible_runner  # pylint: disable=import-outside-toplevel
+    inventory = spark_lab.up(nodes=2).inventory
+    module_args = {"url": "http://127.0.0.1:8000", "slots": 8, "timeout": 120, "interval": 1,
+                   "workers": [{"ssh": "spark@198.18.1.11", "container": "glm53-tf-r1", "node": "spark-worker"}]}
+    ours, seeds = [], []
+    private = tempfile.mkdtemp(prefix="glm53-readiness-")
+    try:
+        for _round in range(args.starts):
+            node(spark_lab, "spark-head", "cd %s && scripts/serve.sh stop >/dev/null 2>&1; true" % KIT)
+            for name in ("spark-head", "spark-worker"):
+                node(spark_lab, name, EVICT)
+            node(spark_lab, "spark-head", "rm -f /tmp/seed-done; (cd %s && scripts/serve.sh start >/dev/null 2>&1; "
+                 "curl -s -m 10 127.0.0.1:8000/health >/dev/null; date +%%s.%%N > /tmp/seed-done) "
+                 ">/dev/null 2>&1 </dev/null & disown" % KIT)
+            runner = ansible_runner.run(
+                private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
+                module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
+                envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
+            done = [ev for ev in runner.events if ev.get("event") in ("runner_on_ok", "runner_on_failed")]
+            if not done or done[-1]["event"] != "runner_on_ok":
+                raise SystemExit("wait_for_slots failed: %s" % (done[-1]["event_data"]["res"].get("msg") if done else "?"))
+            returned = datetime.datetime.fromisoformat(done[-1]["created"]).replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            deadline = time.time() + 120
+            while not node(spark_lab, "spark-head", "cat /tmp/seed-done 2>/dev/null; true").strip():
+                if time.time() > deadline:
+                    raise SystemExit("serve.sh start did not return")
+                time.sleep(0.2)
+            seed_done = float(node(spark_lab, "spark-head", "cat /tmp/seed-done").strip())
+            ready = engine_ready(spark_lab)
+            ours.append(returned - ready)
+            seeds.append(seed_done - ready)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    print("READY latency after the simulated engine loaded all 8 slots (%d starts, lab, %d CPUs)"
+          % (args.starts, os.cpu_count() or 0))
+    print("%-44s %7s %7s %7s" % ("way", "p50 s", "p95 s", "max s"))
+    for label, values in (("wait_for_slots (interval 1 s, canary incl.)", ours),
+                          ("seed: serve.sh start, then one check", seeds)):
+        print("%-44s %7.2f %7.2f %7.2f" % (label, statistics.median(values), percentile(values, 95), max(values)))
+    p95 = percentile(ours, 95)
+    print("\nwait_for_slots p95 %.2f s: %s the %.1f s target" % (p95, "under" if p95 < args.target else "OVER",
+                                                                args.target))
+    return 0 if p95 < args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
