@@ -29,9 +29,9 @@ from collections import deque
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
-
-MANIFEST_DIR = ".glm53"
-MANIFEST_SCHEMA = 1
+# The cache layout, manifest and progress file hf_snapshot writes (one definition).
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
+    manifest_problem, manifest_rel, name_problem, progress_record, repo_folder_name)
 STREAMS_RANGE = (1, 16)
 DEFAULT_SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 # --mkpath (create the worker's cache root when missing) needs rsync 3.2.3 on both ends.
@@ -99,22 +99,9 @@ class MirrorError(Exception):
 
 def repo_folder(repo_id):
     """``org/name`` -> ``models--org--name``, the model repo's folder in the hub cache."""
-    return "models--" + repo_id.replace("/", "--")
+    return repo_folder_name(repo_id)
 
 
-def manifest_rel(repo_id, revision):
-    """The manifest hf_snapshot writes once a snapshot verified, relative to the hub directory."""
-    return "%s/%s/%s.json" % (repo_folder(repo_id), MANIFEST_DIR, revision)
-
-
-def name_problem(name):
-    """Why a manifest file name cannot be a path inside a snapshot, else None."""
-    if not isinstance(name, str) or not name:
-        return "file name %r" % (name,)
-    parts = name.split("/")
-    if name.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\n" in name or "\0" in name:
-        return "file name %r is not a plain relative path" % (name,)
-    return None
 
 
 def remote_dir(dest):
@@ -208,27 +195,6 @@ def read_manifest(hub_dir, repo_id, revision):
     return manifest
 
 
-def manifest_problem(manifest, repo_id, revision):
-    """What makes a parsed manifest unusable here, else None (hf_snapshot checks the rest)."""
-    if not isinstance(manifest, dict):
-        return "not a JSON object"
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        return "schema %r, expected %d" % (manifest.get("schema"), MANIFEST_SCHEMA)
-    if manifest.get("repo_id") != repo_id or manifest.get("revision") != revision:
-        return "it is for %s@%s" % (manifest.get("repo_id"), manifest.get("revision"))
-    files = manifest.get("files")
-    if not isinstance(files, list) or not files:
-        return "no file list"
-    for row in files:
-        if not isinstance(row, dict):
-            return "a file entry is not an object"
-        problem = name_problem(row.get("name"))
-        if problem:
-            return problem
-        size = row.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return "file %s: size %r" % (row["name"], size)
-    return None
 
 
 def snapshot_files(hub_dir, repo_id, revision, manifest):
@@ -445,16 +411,6 @@ def explain_failure(run, where, free=None, needed=None):
 # ----------------------------------------------------------------------------- progress
 
 
-def progress_record(phase, bytes_done, bytes_total, files_done, files_total, samples, now):
-    """The JSON of the progress file. ``samples``: ``(monotonic time, bytes_done)``, oldest first."""
-    rate = None
-    if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
-        rate = max(0.0, (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]))
-    left = max(0, bytes_total - bytes_done)
-    eta = 0.0 if left == 0 else (round(left / rate, 1) if rate else None)
-    return {"phase": phase, "bytes_done": bytes_done, "bytes_total": bytes_total, "files_done": files_done,
-            "files_total": files_total, "rate_bps": None if rate is None else int(rate), "eta_s": eta,
-            "updated": round(now, 3)}
 
 
 class OutputTail(object):

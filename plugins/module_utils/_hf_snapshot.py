@@ -30,12 +30,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
+# The cache layout, manifest and progress file are shared with hf_mirror (one definition).
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
+    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name)
 
-MANIFEST_SCHEMA = 1
-# Beside snapshots/, not in it: huggingface_hub's scan_cache_dir reports any file under
-# snapshots/<sha> that is not a link into blobs/ as corruption.
-MANIFEST_DIR = ".glm53"
-VERIFY_MODES = ("size", "sha256")
 HASH_CHUNK = 8 << 20
 PROGRESS_INTERVAL = 1.0
 # Seconds of progress samples the rate is measured over.
@@ -96,14 +94,6 @@ def normalize_patterns(patterns):
     return list(patterns) if patterns else None
 
 
-def name_problem(name):
-    """The message for a repo file name that is not a plain relative path, else None. Names
-    from the hub or a manifest become paths to read and, on repair, to delete."""
-    if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\0" in name:
-        return "file name %r is not a relative path" % (name,)
-    if any(part in ("", ".", "..") for part in name.split("/")):
-        return "file name %r is not a plain relative path" % (name,)
-    return None
 
 
 # ----------------------------------------------------------------------------- layout
@@ -111,7 +101,7 @@ def name_problem(name):
 
 def repo_folder(cache_dir, repo_id):
     """``<cache_dir>/hub/models--org--name``, as huggingface_hub lays it out."""
-    return os.path.join(cache_dir, "hub", "models--" + repo_id.replace("/", "--"))
+    return os.path.join(cache_dir, "hub", repo_folder_name(repo_id))
 
 
 def snapshot_folder(repo_dir, revision):
@@ -183,44 +173,6 @@ def render_manifest(manifest):
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
 
 
-def manifest_problem(manifest, repo_id, revision):
-    """What makes a parsed manifest unusable for repo_id@revision, else None."""
-    if not isinstance(manifest, dict):
-        return "not a JSON object"
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        return "schema %r, expected %d" % (manifest.get("schema"), MANIFEST_SCHEMA)
-    if manifest.get("repo_id") != repo_id or manifest.get("revision") != revision:
-        return "it is for %s@%s" % (manifest.get("repo_id"), manifest.get("revision"))
-    if manifest.get("verified_with") not in VERIFY_MODES:
-        return "verified_with %r" % (manifest.get("verified_with"),)
-    files = manifest.get("files")
-    if not isinstance(files, list) or not files:
-        return "no file list"
-    for row in files:
-        if not isinstance(row, dict):
-            return "a file entry is not an object"
-        problem = name_problem(row.get("name"))
-        if problem:
-            return problem
-        if not isinstance(row.get("size"), int) or isinstance(row.get("size"), bool) or row["size"] < 0:
-            return "file %s: size %r" % (row["name"], row.get("size"))
-        if not isinstance(row.get("lfs"), bool):
-            return "file %s: lfs %r" % (row["name"], row.get("lfs"))
-        sha256 = row.get("sha256")
-        if row["lfs"] and not (isinstance(sha256, str) and _SHA256.match(sha256)):
-            return "file %s: LFS file without a sha256" % row["name"]
-        if not row["lfs"] and sha256 is not None:
-            return "file %s: sha256 on a non-LFS file" % row["name"]
-        git_sha1 = row.get("git_sha1")
-        if git_sha1 is not None and not (isinstance(git_sha1, str) and _GIT_SHA1.match(git_sha1)):
-            return "file %s: git_sha1 %r" % (row["name"], git_sha1)
-    if manifest.get("bytes") != sum(row["size"] for row in files):
-        return "bytes %r is not the sum of the file sizes" % (manifest.get("bytes"),)
-    for key in ("allow_patterns", "ignore_patterns"):
-        value = manifest.get(key)
-        if value is not None and not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
-            return "%s %r" % (key, value)
-    return None
 
 
 def read_manifest(path, repo_id, revision):
@@ -460,21 +412,6 @@ def hub_error_message(exc, repo_id, revision, endpoint, token_given, filename=No
 # ---------------------------------------------------------------------------- progress
 
 
-def progress_record(phase, bytes_done, bytes_total, files_done, files_total, samples, now):
-    """The JSON the progress file holds. ``samples`` are ``(monotonic time, bytes_done)``
-    pairs, oldest first; the rate is measured across them."""
-    rate = None
-    if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
-        rate = max(0.0, (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]))
-    left = max(0, bytes_total - bytes_done)
-    eta = None
-    if left == 0:
-        eta = 0.0
-    elif rate:
-        eta = round(left / rate, 1)
-    return {"phase": phase, "bytes_done": bytes_done, "bytes_total": bytes_total, "files_done": files_done,
-            "files_total": files_total, "rate_bps": None if rate is None else int(rate), "eta_s": eta,
-            "updated": round(now, 3)}
 
 
 def partial_bytes(blobs_dir, names, since):
