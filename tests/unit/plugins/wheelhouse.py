@@ -14,7 +14,7 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CACHE = os.path.join(ROOT, "tests", "output", "wheelhouse")
-ROLE_VARS = os.path.join(ROOT, "roles", "hf_weights", "vars", "requirements.yml")
+ROLE_VARS = os.path.join(ROOT, "roles", "hf_weights", "vars", "main.yml")
 
 
 def python_info(python):
