@@ -627,7 +627,9 @@ def test_balloon_stops_at_its_floor():
         result = pc.evict(method="balloon", keep_gib=keep_gib)
     # One chunk past the floor at most, plus what other processes moved meanwhile.
     assert watch.min_available >= keep_gib * GIB - pc.BALLOON_CHUNK - 128 * MIB, (watch.min_available / GIB, keep_gib)
-    assert 0.5 * GIB <= result["balloon_bytes"] <= GIB
+    # The headroom is read again by the module a moment after the test's own reading; memory
+    # other processes free in between (seen: 24 MiB) widens it by up to one more step.
+    assert 0.5 * GIB <= result["balloon_bytes"] <= GIB + pc.BALLOON_CHUNK
 
 
 def test_balloon_killed_by_the_oom_killer_is_a_warning_not_a_crash():
