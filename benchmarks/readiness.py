@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -103,8 +102,8 @@ def main(argv=None):
                           ("seed: serve.sh start, then one check", seeds)):
         print("%-44s %7.2f %7.2f %7.2f" % (label, statistics.median(values), percentile(values, 95), max(values)))
     p95 = percentile(ours, 95)
-    print("\nwait_for_slots p95 %.2f s: %s the %.1f s target" % (p95, "under" if p95 < args.target else "OVER",
-                                                                args.target))
+    verdict = "under" if p95 < args.target else "OVER"
+    print("\nwait_for_slots p95 %.2f s: %s the %.1f s target" % (p95, verdict, args.target))
     return 0 if p95 < args.target else 1
 
 

@@ -29,6 +29,7 @@ def manifest_rel(repo_id, revision):
     """The manifest of a verified snapshot, relative to the hub directory."""
     return "%s/%s/%s.json" % (repo_folder_name(repo_id), MANIFEST_DIR, revision)
 
+
 def name_problem(name):
     """The message for a repo file name that is not a plain relative path, else None. Names
     from the hub or a manifest become paths to read and, on repair, to delete."""
@@ -37,6 +38,7 @@ def name_problem(name):
     if any(part in ("", ".", "..") for part in name.split("/")):
         return "file name %r is not a plain relative path" % (name,)
     return None
+
 
 def manifest_problem(manifest, repo_id, revision):
     """What makes a parsed manifest unusable for repo_id@revision, else None."""
@@ -76,6 +78,7 @@ def manifest_problem(manifest, repo_id, revision):
         if value is not None and not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
             return "%s %r" % (key, value)
     return None
+
 
 def progress_record(phase, bytes_done, bytes_total, files_done, files_total, samples, now):
     """The JSON the progress file holds. ``samples`` are ``(monotonic time, bytes_done)``

@@ -102,8 +102,6 @@ def repo_folder(repo_id):
     return repo_folder_name(repo_id)
 
 
-
-
 def remote_dir(dest):
     """rsync's path for the worker's cache root: ``~`` and ``~/x`` become paths relative to the
     remote user's home (rsync starts there), absolute paths stay. None for anything else."""
@@ -193,8 +191,6 @@ def read_manifest(hub_dir, repo_id, revision):
         raise MirrorError("the manifest %s of %s@%s on the head is unusable (%s): run hf_snapshot there again"
                           % (path, repo_id, revision, why))
     return manifest
-
-
 
 
 def snapshot_files(hub_dir, repo_id, revision, manifest):
@@ -409,8 +405,6 @@ def explain_failure(run, where, free=None, needed=None):
 
 
 # ----------------------------------------------------------------------------- progress
-
-
 
 
 class OutputTail(object):

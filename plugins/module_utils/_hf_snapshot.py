@@ -94,8 +94,6 @@ def normalize_patterns(patterns):
     return list(patterns) if patterns else None
 
 
-
-
 # ----------------------------------------------------------------------------- layout
 
 
@@ -171,8 +169,6 @@ def build_manifest(repo_id, revision, allow_patterns, ignore_patterns, files, ve
 
 def render_manifest(manifest):
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-
-
 
 
 def read_manifest(path, repo_id, revision):
@@ -410,8 +406,6 @@ def hub_error_message(exc, repo_id, revision, endpoint, token_given, filename=No
 
 
 # ---------------------------------------------------------------------------- progress
-
-
 
 
 def partial_bytes(blobs_dir, names, since):
