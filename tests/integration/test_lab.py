@@ -161,14 +161,15 @@ def test_nvidia_smi_answers_the_kit_queries(lab):
 
 def test_nvidia_ctk_merges_the_runtime_like_the_real_one(lab):
     node = "spark-head"
-    # Nodes start without the nvidia runtime: the Docker runtime role has work to do.
-    assert "nvidia" not in json.loads(sh(node, "cat /etc/docker/daemon.json")).get("runtimes", {})
     denied = faults.sh(node, "nvidia-ctk runtime configure --runtime=docker", user="spark", check=False)
     assert denied.returncode == 1 and "permission denied" in denied.stderr
-    sh(node, "cp /etc/docker/daemon.json /tmp/ctk.json")
+    # A copy of the node's daemon.json as `lab-up` writes it, without the runtime (an earlier
+    # docker_runtime run on this lab may have added it to the live file).
+    original = {k: v for k, v in json.loads(sh(node, "cat /etc/docker/daemon.json")).items()
+                if k not in ("runtimes", "default-runtime")}
+    faults.sh(node, "cat > /tmp/ctk.json", input=json.dumps(original))
     sh(node, "nvidia-ctk runtime configure --runtime=docker --set-as-default --config=/tmp/ctk.json")
     merged = json.loads(sh(node, "cat /tmp/ctk.json"))
-    original = json.loads(sh(node, "cat /etc/docker/daemon.json"))
     assert merged["runtimes"]["nvidia"] == {"args": [], "path": "nvidia-container-runtime"}
     assert merged["default-runtime"] == "nvidia"
     assert {k: merged[k] for k in original} == original  # other keys kept
