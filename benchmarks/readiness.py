@@ -5,7 +5,8 @@
 way (tf-prod.sh: serve.sh start, then one check), on the Spark lab's simulated engine.
 
 Needs a lab deployed with path=tensorfold (make lab). Each of --starts rounds: stop both
-ranks, evict the weights on both nodes (so all 8 slots fit), then at once start both ranks
+ranks, evict the weights on both nodes (so all 8 slots fit), then (after --head-start
+seconds, so the module is already polling) start both ranks
 with the kit's `serve.sh start` on the head (which returns after its /v1/models poll and
 slot check; the seed then checks once) and run wait_for_slots through ansible-runner. The
 reference instant is the engine's own: the container-log timestamp (docker logs -t) of
@@ -58,6 +59,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--target", type=float, default=1.5)
+    parser.add_argument("--head-start", type=int, default=10, help="seconds the module polls before the start begins")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.join(REPO, "lab"))
     import spark_lab  # pylint: disable=import-outside-toplevel
@@ -72,9 +74,11 @@ def main(argv=None):
             node(spark_lab, "spark-head", "cd %s && scripts/serve.sh stop >/dev/null 2>&1; true" % KIT)
             for name in ("spark-head", "spark-worker"):
                 node(spark_lab, name, EVICT)
-            node(spark_lab, "spark-head", "rm -f /tmp/seed-done; (cd %s && scripts/serve.sh start >/dev/null 2>&1; "
+            # The start begins a few seconds later, so the module is already polling (ansible's own
+            # start-up and the ssh connection are not what this measures).
+            node(spark_lab, "spark-head", "rm -f /tmp/seed-done; (sleep %d; cd %s && scripts/serve.sh start >/dev/null 2>&1; "
                  "curl -s -m 10 127.0.0.1:8000/health >/dev/null; date +%%s.%%N > /tmp/seed-done) "
-                 ">/dev/null 2>&1 </dev/null & disown" % KIT)
+                 ">/dev/null 2>&1 </dev/null & disown" % (args.head_start, KIT))
             runner = ansible_runner.run(
                 private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
                 module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
