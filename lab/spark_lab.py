@@ -777,10 +777,8 @@ def shown(path: Path) -> str:
 
 
 def sim_source(name: str) -> Path:
-    """lab/sim/<name> (the simulated engine `tensorfold`, its patched modules
-    `profile-overlay`); lab/sim/placeholder/<name> while that is not there."""
-    real = SIM / name
-    return real if real.is_dir() else SIM / "placeholder" / name
+    """lab/sim/<name>: the simulated engine `tensorfold` or its patched modules `profile-overlay`."""
+    return SIM / name
 
 
 def git(repo: Path, *args: str, input=None, env=None) -> str:

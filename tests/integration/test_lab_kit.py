@@ -210,8 +210,6 @@ def test_rank_1_that_cannot_start_fails_the_start_with_exit_1(built):
     assert "[glm53-tf] rank 1 exited; its last 40 log lines:" in start.stdout
 
 
-@pytest.mark.skipif(spark_lab.sim_source("tensorfold").parent.name == "placeholder",
-                    reason="the placeholder engine always fits GLM53_TF_BATCH slots (lab/sim/tensorfold decides by page cache)")
 def test_weights_in_the_page_cache_cost_slots_and_start_exits_3_with_the_server_up(built):
     # The simulated engine fits 1 slot when over half of the weights are in the page cache
     # (on a GB10 page cache counts as used). The lab's spark has no sudo, so the kit's two

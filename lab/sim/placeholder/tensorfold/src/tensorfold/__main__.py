@@ -1,5 +1,0 @@
-import sys
-
-from tensorfold.cli import main
-
-sys.exit(main())

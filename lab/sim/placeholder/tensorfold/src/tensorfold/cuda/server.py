@@ -1,1 +1,0 @@
-"""Placeholder of tensorfold.cuda.server (the profile's overlay replaces it)."""
