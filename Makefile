@@ -1,7 +1,8 @@
 # dgx_spark.glm53 - developer and CI entry points.
 #   make lab          rehearse a deployment on the Spark lab (lab/README.md; NODES=4 for four nodes)
 #   make test         everything CI runs: lint, sanity, unit, build, lab end-to-end, molecule
-#   make setup        create .venv and install the pinned toolchain (fast when already done)
+#   make setup        create .venv, install the pinned toolchain and the host tools (fast when already done)
+#   make doctor       name each missing host tool and the package that provides it
 #   make lint         yamllint + ansible-lint (production profile)
 #   make sanity       ansible-test sanity on a copy laid out as ansible_collections/dgx_spark/glm53
 #   make unit         pytest tests/unit (real page cache, pure functions)
@@ -25,7 +26,7 @@ SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
 # stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
-.PHONY: help setup lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule
+.PHONY: help setup host-tools doctor lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule
 
 help:
 	@grep -E '^#   make' $(MAKEFILE_LIST) | sed 's/^#   //'
@@ -35,17 +36,16 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-# Tools the unit tests drive for real: rsync (hf_mirror) and fincore (util-linux, the page
-# cache oracle). Installed with apt when missing (CI runs as root on a fresh machine).
-TOOLS_STAMP := $(VENV)/.tools
-$(TOOLS_STAMP):
-	@missing=""; command -v rsync >/dev/null || missing="$$missing rsync"; \
-	command -v fincore >/dev/null || missing="$$missing util-linux"; \
-	if [ -n "$$missing" ]; then echo "installing$$missing with apt-get"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
-	mkdir -p $(VENV) && touch $@
+# Host tools (ping, rsync, fincore, gpg, docker.io, debootstrap, ...): one list in
+# lab/host_tools.py. Checked on every setup (a which per tool), apt-installed when missing
+# (CI runs as root on a fresh machine); `make doctor` names what is missing and its package.
+host-tools:
+	$(PYTHON) lab/host_tools.py install
 
-setup: $(STAMP) $(TOOLS_STAMP)
+doctor:
+	$(PYTHON) lab/host_tools.py doctor
+
+setup: $(STAMP) host-tools
 
 lint: setup
 	yamllint -s .

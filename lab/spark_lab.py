@@ -7,6 +7,7 @@ See lab/README.md.
     python lab/spark_lab.py up [--nodes N]      # create, repair or resize to N; idempotent
     python lab/spark_lab.py status [--nodes N]  # per-node health, exit 1 if unhealthy
     python lab/spark_lab.py inventory [--nodes N]   # print the inventory path for N nodes
+    python lab/spark_lab.py reset [--nodes N]   # nodes back to baseline, no deployment on them
     python lab/spark_lab.py down                # remove our containers, networks, volumes
 
 N defaults to $GLM53_LAB_NODES, else 2. `up` also keeps the lab hub (lab/hub/hub.py, a
@@ -39,6 +40,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import baseline  # noqa: E402  pylint: disable=wrong-import-position
+import host_tools  # noqa: E402  pylint: disable=wrong-import-position
 
 LAB = Path(__file__).resolve().parent
 REPO = LAB.parent
@@ -149,16 +154,6 @@ def node_count(nodes: int | str | None = None) -> int:
 NODES = lab_nodes(DEFAULT_NODES)  # the default two-node lab
 HEAD, WORKER = NODES
 LINK_NETDEVS = {"glm53-lab-link1": "enp1s0f1np1", "glm53-lab-link2": "enP2p1s0f1np1"}
-TOOLS = {  # command -> Debian package providing it
-    "dockerd": "docker.io",
-    "debootstrap": "debootstrap",
-    "ssh": "openssh-client",
-    "ssh-keygen": "openssh-client",
-    "iptables": "iptables",
-    "tar": "tar",
-}
-
-
 class LabError(RuntimeError):
     """A failure with a message that says what to do."""
 
@@ -188,20 +183,13 @@ def node_exec(node: str, script: str, user: str = "root", check=True, input=None
 
 
 def ensure_tools(changes: list[str]) -> None:
-    missing = sorted({pkg for cmd, pkg in TOOLS.items() if not shutil.which(cmd)})
-    if not shutil.which("docker") and "docker.io" not in missing:
-        missing.append("docker.io")
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        raise LabError(f"missing {', '.join(missing)}; install them (apt-get install {' '.join(missing)}) or run as root")
-    log(f"installing {' '.join(missing)} with apt-get")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    # Another apt run may hold the lock on a shared machine: wait rather than fail.
-    lock = ["-o", "DPkg::Lock::Timeout=600"]
-    run(["apt-get", *lock, "update", "-qq"], env=env, timeout=900)
-    run(["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends", *missing], env=env, timeout=1800)
-    changes.append("installed " + " ".join(missing))
+    """Every host tool of lab/host_tools.py (the one list `make setup` installs too)."""
+    try:
+        installed = host_tools.install(host_tools.missing(), log=log)
+    except RuntimeError as err:
+        raise LabError(str(err)) from None
+    if installed:
+        changes.append("installed " + " ".join(installed))
 
 
 def engine_answers() -> bool:
@@ -1109,6 +1097,40 @@ class Lab:
         return node_exec(node, script, user=user, check=check, input=input)
 
 
+def restore_baseline(lab: list[Node], deploy: bool = False) -> list[str]:
+    """Bring every node of `lab` back to its baseline (lab/baseline.py): undo whatever fault
+    a killed test left, and with `deploy` also what a deployment leaves. Returns what it
+    restored, one entry per fix, [] when the nodes were already there."""
+    shipped = IMAGE_DIR / "node" / "rootfs" / "etc" / "glm53-lab"
+    gpu_json, links_json = (shipped / "gpu.json").read_text(), (shipped / "links.json").read_text()
+
+    def restore(node: Node) -> list[str]:
+        nets = inspect("container", node.name)["NetworkSettings"]["Networks"]
+        links = [
+            baseline.Link(netdev=LINK_NETDEVS[net], mac=nets[net]["MacAddress"], cidr=f"{getattr(node, attr)}/24")
+            for net, attr in (("glm53-lab-link1", "link1"), ("glm53-lab-link2", "link2"))
+        ]
+        text = baseline.script(links=links, daemon_json=daemon_json(node), gpu_json=gpu_json,
+                               links_json=links_json, deploy=deploy)
+        proc = node_exec(node.name, text, check=False, timeout=300)
+        if proc.returncode != 0:
+            raise LabError(f"{node.name}: could not restore the baseline:\n{proc.stdout}{proc.stderr}".rstrip())
+        return [f"{node.name}: {line[len('restored: '):]}" for line in proc.stdout.splitlines()
+                if line.startswith("restored: ")]
+
+    return per_node(restore, lab)
+
+
+def reset(nodes: int | None = None) -> list[str]:
+    """The baseline with no deployment (tests/integration: before and after each module):
+    faults undone, engines emptied, contract and kit state removed. Returns what changed."""
+    lab = lab_nodes(node_count(nodes))
+    with locked():
+        changes = restore_baseline(lab, deploy=True)
+    log(f"reset {len(changes)}: " + "; ".join(changes) if changes else "reset: every node was at its baseline")
+    return changes
+
+
 @contextlib.contextmanager
 def locked():
     """One lab operation at a time (make, pytest and molecule may overlap)."""
@@ -1137,6 +1159,8 @@ def up(nodes: int | None = None) -> Lab:
         remove_extra_nodes(count, changes)
         changes += per_node(lambda node: ensure_node(node, image, lab), lab)
         ensure_keys(lab, changes)
+        # A run killed mid-fault leaves it in place: undo it (a deployment stays).
+        changes += restore_baseline(lab)
         changes += per_node(ensure_busybox, lab)
         changes += per_node(lambda node: ensure_pytorch_in_node(node, pytorch), lab)
         inventory = ensure_inventory(lab, changes)
@@ -1248,7 +1272,7 @@ def status(nodes: int | None = None) -> bool:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("command", choices=["up", "down", "status", "inventory"])
+    parser.add_argument("command", choices=["up", "down", "reset", "status", "inventory"])
     parser.add_argument(
         "--nodes", type=int, default=None,
         help=f"lab size: one head and N-1 workers, 1 to {MAX_NODES} (default ${NODES_ENV}, else {DEFAULT_NODES})",
@@ -1259,6 +1283,8 @@ def main(argv=None) -> int:
             up(args.nodes)
         elif args.command == "down":
             down()
+        elif args.command == "reset":
+            reset(args.nodes)
         elif args.command == "inventory":
             print(inventory_path(node_count(args.nodes)).relative_to(REPO))
         else:

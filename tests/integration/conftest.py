@@ -35,12 +35,19 @@ RUNNER_TEMPLATE = REPO / "runner"
 OUTPUT = REPO / "tests" / "output" / "runner"
 
 
+# A test's limit, fixtures included: the longest (a cold deploy with image builds, about
+# 3 minutes on a 2-core machine) several times over. pytest.ini's 120 s is for unit tests.
+LAB_TEST_TIMEOUT = 900
+
+
 def pytest_collection_modifyitems(items):
     # Everything under tests/integration needs the lab: mark it so `-m "not lab"` skips it.
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.lab)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(LAB_TEST_TIMEOUT))
 
 
 @pytest.fixture(scope="session")
@@ -49,12 +56,22 @@ def lab():
     return spark_lab.up(nodes=2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module", autouse=True)
+def lab_baseline(lab):
+    """Every module starts from the lab's baseline and leaves it there (lab/baseline.py):
+    no fault left by a killed run, no engine container, no cluster contract, no kit state,
+    daemon.json as lab-up writes it. Weights, images and the deploy user's venv stay (a
+    cache, as on a Spark that served before)."""
+    spark_lab.reset()
+    yield
+    spark_lab.reset()
+
+
+@pytest.fixture(scope="module")
 def lab4(lab):
-    """The four-node lab (one head, three workers on the same link subnets). Depends on
-    `lab` so the two-node lab is set up first and never resized under it later; the two
-    extra workers stay until the session ends (tests on the two-node inventory do not
-    see them), then the lab converges back to two nodes."""
+    """The four-node lab (one head, three workers on the same link subnets) for one module:
+    the two extra workers are removed when the module ends (tests on the two-node
+    inventory do not see them meanwhile)."""
     yield spark_lab.up(nodes=4)
     spark_lab.up(nodes=2)
 
@@ -120,6 +137,23 @@ class RunResult:
                 res.setdefault("_event", ev["event"])
                 out[data.get("host")] = res
         return out
+
+    def task_seconds(self, task_name: str, host: str) -> float:
+        """How long `task_name` ran on `host`, as Ansible's callback timed it (the event's
+        own duration): a bound on it leaves out Ansible's start-up and the other tasks."""
+        for ev in reversed(self.events):
+            data = ev.get("event_data", {})
+            if (ev.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
+                    and data.get("task") == task_name and data.get("host") == host):
+                return float(data["duration"])
+        raise AssertionError(f"no result of task {task_name!r} on {host} in {self.artifact_dir}")
+
+    def slowest_task(self, host: str) -> tuple[str, float]:
+        """(task name, seconds) of the longest-running task on `host` in this run."""
+        timed = [(ev["event_data"].get("task"), float(ev["event_data"]["duration"])) for ev in self.events
+                 if ev.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
+                 and ev.get("event_data", {}).get("host") == host]
+        return max(timed, key=lambda t: t[1]) if timed else ("", 0.0)
 
     def _summary(self) -> str:
         tail = "\n".join(self.stdout.splitlines()[-60:])

@@ -627,10 +627,12 @@ class hide_command(Fault):  # noqa: N801
 
     def _apply(self):
         self.path = sh(self.node, f"command -v {_q(self.command)}").stdout.strip()
-        sh(self.node, f"install -d -m 0700 {HIDDEN} && mv {_q(self.path)} {HIDDEN}/{_q(self.command)}")
+        # The .path note lets `lab up` put it back after a killed run (lab/baseline.py).
+        sh(self.node, f"install -d -m 0700 {HIDDEN} && printf %s {_q(self.path)} > {HIDDEN}/{_q(self.command)}.path && "
+                      f"mv {_q(self.path)} {HIDDEN}/{_q(self.command)}")
 
     def _undo(self):
-        sh(self.node, f"mv {HIDDEN}/{_q(self.command)} {_q(self.path)}")
+        sh(self.node, f"mv {HIDDEN}/{_q(self.command)} {_q(self.path)} && rm -f {HIDDEN}/{_q(self.command)}.path")
 
 
 class leave_group(Fault):  # noqa: N801

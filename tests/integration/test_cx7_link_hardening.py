@@ -12,6 +12,8 @@ import lab_faults
 from lab_faults import HEAD, WORKER
 from test_cx7_link import L1, assert_stopped_at, checks, preflight
 
+DEFAULT_COMMAND_TIMEOUT = 10  # cx7_link_command_timeout's default
+
 CONTRACT_PLAYBOOK = "tests/integration/cx7_link/read_contract.yml"
 SERIAL_PLAYBOOK = "tests/integration/cx7_link/serial_preflight.yml"
 
@@ -31,7 +33,8 @@ def gid_index_in_sysfs(node, hca, *addresses):
     simulated table follows address changes within ~0.5 s, so this waits until every
     address has a GID and two reads 0.6 s apart agree."""
     script = "; ".join("( %s )" % _gid_script(hca, a) for a in addresses)
-    deadline = time.time() + 10
+    # A wait for the simulator (it polls every 0.5 s), not a bound on speed: generous.
+    deadline = time.time() + 30
     previous = None
     while True:
         found = lab_faults.sh(node, script).stdout.split()
@@ -119,14 +122,14 @@ def test_the_other_qsfp_cage_works_the_same(run_playbook, tmp_path):
 
 
 def test_a_wedged_nvidia_smi_fails_with_the_node_command_and_timeout(run_playbook, tmp_path):
-    start = time.time()
     with lab_faults.hang_tool(WORKER, "nvidia-smi"):
         result, report = preflight(run_playbook, tmp_path, expect_success=False,
                                    extravars={"cx7_link_command_timeout": 3})
-    elapsed = time.time() - start
     failed = assert_stopped_at(result, report, "gpu.model", WORKER, "nvidia-smi", "within 3 s")
     assert "spark-worker" in failed["message"]
-    assert elapsed < 90, f"the preflight took {elapsed:.0f}s with a wedged nvidia-smi"
+    # The given 3 s deadline ended each call: no task waited as long as the 10 s default.
+    task, seconds = result.slowest_task(WORKER)
+    assert seconds < DEFAULT_COMMAND_TIMEOUT, f"{task} took {seconds:.1f}s with a wedged nvidia-smi"
 
 
 def test_a_wedged_ibdev2netdev_fails_the_port_map_naming_it(run_playbook, tmp_path):

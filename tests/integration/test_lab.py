@@ -542,6 +542,60 @@ def test_every_node_reaches_the_lab_hub(lab):
     assert {n.mgmt for n in lab.nodes.values()} <= clients
 
 
+def _fingerprint(node):
+    """What a fault changes, as a user of the node sees it."""
+    return sh(node, "cat /etc/glm53-lab/gpu.json /etc/glm53-lab/links.json; ls /etc/glm53-lab; "
+                    "ip -4 -o addr show | awk '{print $2, $4}' | sort; "
+                    "for d in enp1s0f1np1 enP2p1s0f1np1; do cat /sys/class/net/$d/mtu /sys/class/net/$d/operstate; done; "
+                    "iptables -S INPUT; command -v nvidia-ctk docker; id -nG spark; ls /etc/sudoers.d; "
+                    "cat /etc/docker/daemon.json; systemctl is-active docker; "
+                    "awk '$5 ~ /^[/]proc[/]|glm53/ {print $5}' /proc/self/mountinfo | sort; cat /proc/sys/kernel/osrelease; "
+                    "md5sum /home/spark/.ssh/authorized_keys")
+
+
+@pytest.mark.parametrize("deploy", [False, True], ids=["up", "reset"])
+def test_faults_left_by_a_killed_run_are_undone_by_lab_up(lab, deploy):
+    # A killed run never reaches the helpers' undo: apply them and drop them, as it would.
+    before = {n: _fingerprint(n) for n in ("spark-head", "spark-worker")}
+    applied = [
+        faults.hang_tool("spark-head", "nvidia-smi"),
+        faults.hide_command("spark-worker", "nvidia-ctk"),
+        faults.foreign_cuda_process("spark-head"),
+        faults.block_port("spark-head", 29500),
+        faults.small_disk("spark-worker", "/home/spark/glm53-killed-run", 1 << 20),
+        faults.kernel_kho("spark-worker", cmdline_kho_off=True),
+        faults.set_mtu("spark-head", LINK2, 1500),
+        faults.move_link_address("spark-worker", LINK1),
+        faults.link_local_first("spark-head", LINK1),
+        faults.link_down("spark-worker", LINK2),
+        faults.leave_group("spark-worker"),
+        faults.grant_sudo("spark-head"),
+        faults.break_worker_ssh(),
+        faults.cable_other_cage("spark-head"),
+        faults.daemon_json("spark-worker", {"storage-driver": "vfs"}),
+    ]
+    for fault in applied:
+        fault.__enter__()
+    sh("spark-head", "(sleep 0.2; nvidia-smi) >/dev/null 2>&1 &")  # a call left hung on the switch
+    assert {n: _fingerprint(n) for n in before} != before
+    if deploy:
+        sh("spark-worker", "docker run -d --name glm53-left-behind glm53-lab/busybox sleep 600 >/dev/null")
+        changes = spark_lab.reset()
+        assert any("removed 1 container" in c for c in changes), changes
+    else:
+        changes = spark_lab.up(nodes=2).changes
+    after = {n: _fingerprint(n) for n in before}
+    assert after == before, changes
+    for expected in ("no hang switch", "/nvidia-ctk", "gpu.json", "removed iptables", "unmounted /proc/meminfo",
+                     "unmounted /home/spark/glm53-killed-run", "mtu 9000", "spark in group docker",
+                     "removed /etc/sudoers.d/glm53-lab-spark", "authorized_keys", "links.json", "daemon.json"):
+        assert any(expected in c for c in changes), (expected, changes)
+    assert not sh("spark-head", "pgrep -f '^glm53-lab-hung:' || true").strip()
+    # And the lab is whole again: a rerun changes nothing, SSH works from the head.
+    assert spark_lab.up(nodes=2).changes == []
+    sh("spark-head", "ssh -o BatchMode=yes -o ConnectTimeout=5 198.18.1.11 true", user="spark")
+
+
 def test_four_node_lab_shape_and_rerun(lab4):
     names = ["spark-head", "spark-worker", "spark-worker-2", "spark-worker-3"]
     assert list(lab4.nodes) == names

@@ -24,6 +24,7 @@ TF = {"path": "tensorfold"}
 KIT = "/home/spark/glm53-tensorfold-spark"
 SESSIONS = "/home/spark/.cache/glm53-tf/sessions"
 API = "http://127.0.0.1:8000"
+STATE = "/home/spark/.local/state/glm53-tf-prod"
 
 
 def spark(node, script, check=True):
@@ -71,6 +72,8 @@ def deployed(lab):
     runner("playbooks/docker_runtime.yml", extravars={"ansible_user": "admin", "docker_runtime_user": "spark"},
            cmdline="-b")
     stop_service()
+    # As a stop and three failed watchdog checks leave them: READY must clear both.
+    spark(HEAD, f"mkdir -p {STATE} && touch {STATE}/DISABLED && echo 3 > {STATE}/fails")
     started = time.monotonic()
     cold = runner(SITE, extravars=TF)
     yield {"run": cold, "seconds": time.monotonic() - started, "runner": runner}
@@ -88,9 +91,9 @@ def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(dep
     again = run_playbook(SITE, extravars=TF, ident="rerun")
     assert again.changed_total == 0
     assert ranks() == before, "a converged rerun restarted a rank"
-    log = spark(HEAD, "cat ~/.local/state/glm53-tf-prod/tf-prod.log").stdout
+    log = spark(HEAD, f"cat {STATE}/tf-prod.log").stdout
     assert "READY 8 slots" in log
-    assert spark(HEAD, "test -e ~/.local/state/glm53-tf-prod/DISABLED", check=False).returncode != 0
+    assert spark(HEAD, f"ls -A {STATE}").stdout.split() == ["tf-prod.log"], "DISABLED or fails left after READY"
 
 
 def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
