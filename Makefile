@@ -78,7 +78,14 @@ build: setup
 	  | grep -q '"file_count": 1,'
 	@echo "build ok: .build/dgx_spark-glm53-$(VERSION).tar.gz installs and runs with --no-deps"
 
-test: setup lint sanity unit build integration molecule
+# Each stage in order, timed; the table at the end says where the time went.
+TEST_STAGES := setup lint sanity unit build integration molecule
+test:
+	@t0=$$(date +%s); rows=""; \
+	for stage in $(TEST_STAGES); do s=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$stage || { echo "make test: $$stage failed after $$(( $$(date +%s) - s )) s"; exit 1; }; \
+	  rows="$$rows$$(printf '%-12s %5d s' $$stage $$(( $$(date +%s) - s )))\n"; done; \
+	printf '\nmake test: every stage passed\n%b%-12s %5d s\n' "$$rows" total $$(( $$(date +%s) - t0 ))
 
 clean:
 	rm -rf .build

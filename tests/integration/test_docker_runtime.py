@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import lab_faults
 from lab_faults import HEAD, NODES, WORKER
