@@ -42,6 +42,7 @@ TOOLS = (
     Tool("debootstrap", "debootstrap", "the lab's node and engine images"),
     Tool("docker", "docker.io", "the lab (the client)"),
     Tool("dockerd", "docker.io", "the lab (its engine, started when none answers)"),
+    Tool("shellcheck", "shellcheck", "make sanity (ansible-test skips its shellcheck test without it)"),
     Tool("stress-ng", "stress-ng", "tests/stress_unit.sh (unit suite under CPU and memory load)"),
 )
 

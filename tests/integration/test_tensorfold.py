@@ -25,6 +25,7 @@ KIT = "/home/spark/glm53-tensorfold-spark"
 SESSIONS = "/home/spark/.cache/glm53-tf/sessions"
 API = "http://127.0.0.1:8000"
 STATE = "/home/spark/.local/state/glm53-tf-prod"
+START_TIMEOUT = 300  # tensorfold_start_timeout for the failing starts (the default is 1800)
 
 
 def spark(node, script, check=True):
@@ -73,7 +74,7 @@ def deployed(lab):
            cmdline="-b")
     stop_service()
     # As a stop and three failed watchdog checks leave them: READY must clear both.
-    spark(HEAD, f"mkdir -p {STATE} && touch {STATE}/DISABLED && echo 3 > {STATE}/fails")
+    spark(HEAD, f"mkdir -p {STATE} && touch {STATE}/DISABLED && echo 3 > {STATE}/fails && test -s {STATE}/fails")
     started = time.monotonic()
     cold = runner(SITE, extravars=TF)
     yield {"run": cold, "seconds": time.monotonic() - started, "runner": runner}
@@ -93,7 +94,8 @@ def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(dep
     assert ranks() == before, "a converged rerun restarted a rank"
     log = spark(HEAD, f"cat {STATE}/tf-prod.log").stdout
     assert "READY 8 slots" in log
-    assert spark(HEAD, f"ls -A {STATE}").stdout.split() == ["tf-prod.log"], "DISABLED or fails left after READY"
+    left = set(spark(HEAD, f"ls -A {STATE}").stdout.split())
+    assert "tf-prod.log" in left and not left & {"DISABLED", "fails"}, f"DISABLED or fails left after READY: {left}"
 
 
 def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
@@ -120,6 +122,22 @@ def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_p
     finally:
         run_playbook(SITE, extravars=TF, ident="back-to-lp9001")
     assert api("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"]
+
+
+def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook):
+    # lab/.state/git/commits.json: the profile's two commits; the second changes only the overlay.
+    state = json.loads((REPO / "lab" / ".state" / "git" / "commits.json").read_text())
+    other = state["profile"]["commits"][0]
+    assert other != state["profile"]["commit"]
+    before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
+    before = ranks()
+    try:
+        run = run_playbook(SITE, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
+        after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
+        assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
+        assert ranks() != before and run.changed_total > 0
+    finally:
+        run_playbook(SITE, extravars=TF, ident="profile-back")
 
 
 def test_unknown_override_fails_before_any_change(deployed, run_playbook):
@@ -150,16 +168,18 @@ def test_a_worker_rank_killed_during_start_fails_fast_with_both_ranks_lines(depl
                ">/dev/null 2>&1 & echo $! > /tmp/glm53-killer.pid")
     try:
         started = time.monotonic()
-        run = run_playbook(SITE, extravars=TF, expect_success=False)
+        run = run_playbook(SITE, extravars=dict(TF, tensorfold_start_timeout=START_TIMEOUT), expect_success=False)
         took = time.monotonic() - started
     finally:
         sh(WORKER, "kill $(cat /tmp/glm53-killer.pid) 2>/dev/null; rm -f /tmp/glm53-killer.pid", check=False)
     run.assert_failed()
-    assert took < 240, took  # tensorfold_start_timeout is 1800 s
+    # Both attempts ended on the exit, long before a start would time out (the whole play
+    # takes less than one attempt's timeout).
+    assert took < START_TIMEOUT, took
     assert "rank 1" in run.stdout and "exited" in run.stdout
     assert "glm53-tf-r0 on spark-head" in run.stdout and "glm53-tf-r1 on spark-worker" in run.stdout
     assert running_ranks() == [(HEAD, []), (WORKER, [])]
-    run_playbook(SITE, extravars=TF, ident="recover")
+    # That the next run starts again after a failed start is the warm-cache test's fix run.
 
 
 def test_a_silent_hang_is_not_ready_and_names_the_canary(deployed, run_playbook):
@@ -172,21 +192,4 @@ def test_a_silent_hang_is_not_ready_and_names_the_canary(deployed, run_playbook)
         spark(HEAD, f"rm -f {SESSIONS}/lab-hang")
     run.assert_failed()
     assert "canary" in run.stdout and "wedged" in run.stdout
-    run_playbook(SITE, extravars=TF, ident="recover-hang")
-
-
-def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook, lab):
-    del lab
-    # lab/.state/git/commits.json: the profile's two commits; the second changes only the overlay.
-    state = json.loads((REPO / "lab" / ".state" / "git" / "commits.json").read_text())
-    other = state["profile"]["commits"][0]
-    assert other != state["profile"]["commit"]
-    before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
-    before = ranks()
-    try:
-        run = run_playbook(SITE, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
-        after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
-        assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
-        assert ranks() != before and run.changed_total > 0
-    finally:
-        run_playbook(SITE, extravars=TF, ident="profile-back")
+    assert running_ranks() == [(HEAD, []), (WORKER, [])], "a failed start left a rank running"
