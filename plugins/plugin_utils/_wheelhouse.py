@@ -162,8 +162,8 @@ def build_lock(requirements, pip_version, pip_command, index_url=PYPI):
                 argv += ["--isolated", "--no-cache-dir", "--index-url", index_url]
                 proc = subprocess.run(argv, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
-                    raise WheelhouseError("`%s` failed (rc=%d):\n%s" % (" ".join(argv), proc.returncode,
-                                                                         proc.stderr.strip()[-3000:]))
+                    raise WheelhouseError("`%s` failed (rc=%d):\n%s" % (
+                        " ".join(argv), proc.returncode, proc.stderr.strip()[-3000:]))
                 downloads["cp%s %s" % (python.replace(".", ""), arch)] = dict(
                     (name, sha256_file(os.path.join(dest, name))) for name in os.listdir(dest))
         header = LOCK_HEADER + ["Platforms: CPython %s on manylinux %s." % (" ".join(LOCK_PYTHONS),

@@ -151,4 +151,3 @@ def test_real_keyrings_on_this_machine_agree_with_gnupg(tmp_path):
         shutil.copy(path, copy)
         with open(path, "rb") as handle:
             assert pgp.fingerprints(handle.read()) == _gpg_fingerprints(str(copy)), path
-

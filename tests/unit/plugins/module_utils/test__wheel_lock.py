@@ -60,8 +60,8 @@ def test_render_then_parse_gives_the_same_lock():
         "# sha256:%s tqdm-4.70.1-py3-none-any.whl\n"
         "tqdm==4.70.1 \\\n    --hash=sha256:%s\n" % (A, B, A, B, A, A))
     parsed = lock.parse_lock(text)
-    assert [(e["key"], e["version"], e["hashes"]) for e in parsed] == [("pyyaml", "6.0.4", [A, B]),
-                                                                      ("tqdm", "4.70.1", [A])]
+    assert [(e["key"], e["version"], e["hashes"]) for e in parsed] == [
+        ("pyyaml", "6.0.4", [A, B]), ("tqdm", "4.70.1", [A])]
 
 
 @pytest.mark.parametrize("text, message", [

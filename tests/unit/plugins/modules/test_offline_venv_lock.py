@@ -19,20 +19,15 @@ import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import locked_download_argv
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins import wheelhouse
-from ansible_collections.dgx_spark.glm53.tests.unit.plugins.modules.test_offline_venv import (  # noqa: F401
-    MARKER,
-    ansible,
-    in_env,
-    interpreter,
-)
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.modules.test_offline_venv import MARKER, ansible, in_env
 
 LOCK = wheelhouse.ROLE_LOCK
 with open(LOCK) as _handle:
     LOCK_TEXT = _handle.read()
 # name==version of each requirement, and the lock's sha256 for each file it names.
 PINS = dict(re.findall(r"^([A-Za-z0-9._-]+)==(\S+) \\$", LOCK_TEXT, flags=re.M))
-FILE_HASHES = dict((name, digest) for digest, name in re.findall(r"^# sha256:([0-9a-f]{64}) (\S+\.whl)$", LOCK_TEXT,
-                                                                  flags=re.M))
+FILE_HASHES = dict((name, digest)
+                   for digest, name in re.findall(r"^# sha256:([0-9a-f]{64}) (\S+\.whl)$", LOCK_TEXT, flags=re.M))
 
 
 def sha256(path):
@@ -41,12 +36,21 @@ def sha256(path):
 
 
 @pytest.fixture(scope="session")
-def locked_wheels(interpreter):  # noqa: F811  (the fixture imported above)
+def interpreter():
+    """A real Python with ensurepip on this controller (as test_offline_venv.py finds it)."""
+    found = wheelhouse.venv_python()
+    if found is None:
+        pytest.fail("no Python 3.10+ with ensurepip on this controller")
+    return found
+
+
+@pytest.fixture(scope="session")
+def locked_wheels(interpreter):
     return wheelhouse.build_locked(platform.machine(), interpreter[1])
 
 
 @pytest.fixture
-def args(tmp_path, interpreter, locked_wheels):  # noqa: F811
+def args(tmp_path, interpreter, locked_wheels):
     lock = tmp_path / "requirements-node.txt"
     shutil.copy(LOCK, str(lock))
     return {"path": str(tmp_path / "venv"), "wheelhouse": locked_wheels, "requirements_file": str(lock),
@@ -99,7 +103,7 @@ def test_a_wheel_whose_bytes_differ_from_the_lock_is_refused_naming_the_file_and
     assert "traceback" not in text.lower() and "exception" not in text.lower(), text
 
 
-def test_the_controller_download_refuses_a_file_the_lock_does_not_pin(tmp_path, interpreter):  # noqa: F811
+def test_the_controller_download_refuses_a_file_the_lock_does_not_pin(tmp_path, interpreter):
     lock = tmp_path / "lock.txt"
     lock.write_text("tqdm==%s \\\n    --hash=sha256:%s\n" % (PINS["tqdm"], "0" * 64))
     argv = locked_download_argv(platform.machine(), interpreter[1], str(lock), str(tmp_path / "wheels"),
