@@ -7,6 +7,7 @@
 #   make sanity       ansible-test sanity on a copy laid out as ansible_collections/dgx_spark/glm53
 #   make unit         pytest tests/unit (real page cache, pure functions)
 #   make build        build the collection tarball and prove it installs alone
+#   make node-requirements  regenerate roles/hf_weights/files/requirements-node.txt (hash lock; needs PyPI)
 #   make integration  end-to-end tests on the lab through ansible-runner
 #   make molecule     every molecule scenario on the lab
 #   make lab-up | lab-down | lab-status   (lab-up/lab-status/lab take NODES=N, default $GLM53_LAB_NODES or 2)
@@ -26,7 +27,7 @@ SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
 # stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
-.PHONY: help setup host-tools doctor lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule
+.PHONY: help setup host-tools doctor lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule node-requirements
 
 help:
 	@grep -E '^#   make' $(MAKEFILE_LIST) | sed 's/^#   //'
@@ -95,6 +96,14 @@ test:
 	  if [ -n "$${stage_failed:-}" ]; then echo "make test: $$stage failed after $$(( $$(date +%s) - s )) s"; exit 1; fi; \
 	  rows="$$rows$$(printf '%-12s %5d s' $$stage $$(( $$(date +%s) - s )))\n"; done; \
 	printf '\nmake test: every stage passed\n%b%-12s %5d s\n' "$$rows" total $$(( $$(date +%s) - t0 ))
+
+# The hash lock of the nodes' Hugging Face client (role hf_weights): pip download from PyPI of
+# the role's pins for every supported node platform, then each wheel's sha256. Run it after
+# changing _hf_weights_requirements or _hf_weights_pip_version, and commit the result.
+NODE_REQUIREMENTS := roles/hf_weights/files/requirements-node.txt
+node-requirements: setup
+	PYTHONPATH=$(abspath .collections) python -m ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse \
+	  --vars roles/hf_weights/vars/main.yml --out $(NODE_REQUIREMENTS)
 
 clean:
 	rm -rf .build

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import WheelhouseError, pip_download_argv
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import WheelhouseError, locked_download_argv
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._hf_weights import (
     force_list, held, input_errors, license_notice, select_models, space_errors, weights_facts)
 
@@ -49,11 +49,11 @@ def hf_weights_facts(snapshots, path, refused):
     return weights_facts(path, snapshots, refused)
 
 
-def hf_weights_pip_download(python, arch, python_version, requirements, dest, pip_version):
-    """argv of the controller's ``pip download`` of a node platform's wheelhouse."""
+def hf_weights_pip_download(python, arch, python_version, lock, dest):
+    """argv of the controller's ``pip download`` of a node platform's wheelhouse from the
+    role's hash lock (pip refuses a file whose sha256 the lock does not pin)."""
     try:
-        return pip_download_argv(arch, python_version, list(requirements), dest, pip_version,
-                                 pip_command=(python, "-m", "pip"))
+        return locked_download_argv(arch, python_version, lock, dest, pip_command=(python, "-m", "pip"))
     except WheelhouseError as exc:
         raise AnsibleFilterError("hf_weights wheelhouse: %s" % exc)
 

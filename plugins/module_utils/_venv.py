@@ -34,6 +34,7 @@ import time
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import command_string, run_with_timeout
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import read_text, write_atomic
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._wheel_lock import LockError, check_wheels, read_lock
 
 METHODS = ("venv", "venv-without-pip", "target")
 MARKER = ".dgx_spark-requirements.json"
@@ -304,9 +305,20 @@ class OfflineVenv:
     """One run of the module: inspect, decide, act, verify."""
 
     def __init__(self, path, requirements, wheelhouse, python="python3", timeout=600, check_mode=False,
-                 environ=None):
+                 environ=None, requirements_file=None):
         self.path = os.path.abspath(path)
+        # With a hash lock, the pins are the lock's, pip runs with --require-hashes, and pip's
+        # own wheel is one the lock pins and this module checked (it runs before pip checks).
+        self.lock, self.lock_path, self.lock_digest = None, None, None
+        if requirements_file:
+            self.lock_path = os.path.abspath(requirements_file)
+            try:
+                self.lock, self.lock_digest = read_lock(self.lock_path)
+            except LockError as exc:
+                raise VenvError(str(exc))
+            requirements = ["%s==%s" % (entry["name"], entry["version"]) for entry in self.lock]
         self.pinned = parse_requirements(requirements)
+        self.runnable = []
         self.wheelhouse = os.path.abspath(wheelhouse)
         self.python = python
         self.timeout = float(timeout)
@@ -359,10 +371,17 @@ class OfflineVenv:
             self.filenames = sorted(name for name in os.listdir(self.wheelhouse) if name.endswith(".whl"))
         except OSError as exc:
             raise VenvError("cannot list wheelhouse %s: %s" % (self.wheelhouse, exc.strerror or exc))
-        if pip_wheel(self.filenames) is None:
-            raise VenvError("wheelhouse %s has no pip-*.whl (it holds %d wheels); add pip to the download "
+        self.runnable = self.filenames
+        if self.lock:
+            try:
+                self.runnable = check_wheels(self.wheelhouse, self.filenames, self.lock, self.lock_path)
+            except LockError as exc:
+                raise VenvError(str(exc))
+        if pip_wheel(self.runnable) is None:
+            raise VenvError("wheelhouse %s has no pip-*.whl%s (it holds %d wheels); add pip to the download "
                             "(pip==<version> on the pip download line) so the node can install without its "
-                            "own pip" % (self.wheelhouse, len(self.filenames)))
+                            "own pip" % (self.wheelhouse, " that the lock pins" if self.lock else "",
+                                         len(self.filenames)))
         existing = nearest_existing(self.path)
         if not os.access(existing, os.W_OK | os.X_OK):
             raise VenvError("path %s: %s is not writable by this user (uid %d), and this module never uses sudo; "
@@ -431,6 +450,8 @@ class OfflineVenv:
         if marker:
             method = marker.get("method")
             why = marker_differences(marker, self.pinned, self.interpreter)
+            if not isinstance(marker, dict) or marker.get("lock") != self.lock_digest:
+                why.append("hash lock changed")
             installed = self.installed(method, extra=["pip"]) if method in METHODS else None
             if installed is None:
                 return "create", self.first_method(), why + ["its interpreter does not run as %s %s" % (
@@ -438,7 +459,9 @@ class OfflineVenv:
             wrong = mismatches(self.pinned, installed)
             if not why and not wrong:
                 return "ok", method, []
-            if any(reason.startswith(("interpreter changed", "Python changed", "unknown method"))
+            # A new lock makes it anew: pip leaves installed packages alone, so only a fresh
+            # environment is known to hold nothing but wheels checked against this lock.
+            if any(reason.startswith(("interpreter changed", "Python changed", "unknown method", "hash lock"))
                    for reason in why):
                 return "create", self.first_method(), why
             if method == "venv" and not installed.get("pip"):
@@ -456,13 +479,14 @@ class OfflineVenv:
 
     # -- acting -------------------------------------------------------------------------------
     def _pip_wheel_path(self):
-        return os.path.join(self.wheelhouse, pip_wheel(self.filenames))
+        return os.path.join(self.wheelhouse, pip_wheel(self.runnable))
 
     def _install_argv(self, method):
         env_python, pythonpath = self.environment_python(method)
         target = pythonpath + ".new" if method == "target" else None
-        return install_argv(method, env_python, self._pip_wheel_path(), self.wheelhouse,
-                            ["%s==%s" % item for item in self.pinned], target=target)
+        requirements = (["--require-hashes", "-r", self.lock_path] if self.lock
+                        else ["%s==%s" % item for item in self.pinned])
+        return install_argv(method, env_python, self._pip_wheel_path(), self.wheelhouse, requirements, target=target)
 
     def install(self, method):
         """Install the requirements with ``method`` into the environment (made already, except for
@@ -545,9 +569,10 @@ class OfflineVenv:
             raise VenvError("pip reported success but the environment at %s does not hold the pins: %s" % (
                 self.path, "; ".join(wrong)))
         env_python, pythonpath = self.environment_python(method)
-        write_atomic(os.path.join(self.path, MARKER),
-                     json.dumps(marker_content(self.pinned, self.interpreter, method, pythonpath), indent=1,
-                                sort_keys=True) + "\n")
+        marker = marker_content(self.pinned, self.interpreter, method, pythonpath)
+        if self.lock_digest:
+            marker["lock"] = self.lock_digest
+        write_atomic(os.path.join(self.path, MARKER), json.dumps(marker, indent=1, sort_keys=True) + "\n")
         verb = "repaired" if state == "repair" else "created"
         msg = "%s %s with %s (%s): %s installed offline from %s" % (
             verb, self.path, method, ", ".join(why) or "as asked", packages(len(self.pinned)), self.wheelhouse)
@@ -591,4 +616,5 @@ class OfflineVenv:
             "python_version": self.interpreter["version"],
             "platform": platform_label(self.interpreter),
             "commands": self.commands,
+            "wheels_checked": list(self.runnable) if self.lock else [],
         }

@@ -13,11 +13,18 @@ module: apt_keyring
 short_description: Install an apt repository's signing key after checking its pinned fingerprint
 version_added: 0.2.0
 description:
-  - For a deb822 source's C(Signed-By). When O(dest) already holds a key with the pinned O(fingerprint), nothing is
-    fetched or changed (reruns need no network).
-  - Otherwise fetches O(url) on the node, reads the OpenPGP public key in it (ASCII-armored or binary; no gpg
-    needed) and installs it at O(dest) (mode 0644, atomically) only when its primary key's full fingerprint is
-    O(fingerprint). A key with another fingerprint is refused and nothing is written.
+  - For a deb822 source's C(Signed-By), which trusts every key in the file. When O(dest) already holds exactly
+    the key this module would install (one primary key with the pinned O(fingerprint) and nothing else, byte for
+    byte), nothing is fetched or changed (reruns need no network).
+  - Otherwise fetches O(url) on the node and reads every OpenPGP public key in it (every ASCII-armored block, or
+    binary; no gpg needed). It must hold exactly one primary key, with the full fingerprint O(fingerprint); a file
+    with another key, or with a second key or block besides the pinned one, is refused naming what it holds, and
+    nothing is written.
+  - Installs only that key's packets at O(dest) (mode 0644, atomically), replacing whatever O(dest) held; they are the
+    public key with its user IDs, user attributes, subkeys and the signatures that follow each, in the publisher's
+    order. Marker, trust and padding packets are dropped; a packet that does not belong in a public key (a secret
+    key, data) refuses the file. Signatures are not verified here; apt's verifier uses a subkey only with a valid
+    binding signature of the pinned primary key.
   - Never uses C(apt-key) or the global C(trusted.gpg) keyrings.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
@@ -46,11 +53,13 @@ attributes:
   check_mode:
     support: partial
     details: Checks an existing O(dest) the same way; does not fetch in check mode and reports a change when O(dest)
-      is missing or holds another key.
+      is missing or holds anything but exactly the pinned key.
   diff_mode:
     support: none
 notes:
   - Writing under C(/etc/apt/keyrings) needs root (C(become)).
+  - A publisher's later additions to the pinned key (a new subkey, an extended expiry) are not picked up while
+    O(dest) holds the pinned key as this module wrote it, since it does not fetch then; remove O(dest) to refresh it.
 """
 
 EXAMPLES = r"""
@@ -74,7 +83,7 @@ fingerprint:
   type: str
   sample: 9DC858229FC7DD38854AE2D88D81803C0EBFCD88
 fingerprints:
-  description: Fingerprints of the primary keys found in the installed (or fetched) key.
+  description: Fingerprints of the primary keys found in the installed (or fetched) key file.
   returned: success
   type: list
   elements: str
@@ -93,30 +102,33 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._openpgp import (
+    KeyMismatch,
     OpenPGPError,
-    armor,
-    dearmor,
     fingerprints,
-    is_armored,
+    keyring_file,
     normalize_fingerprint,
+    pinned_key,
 )
 
 
-def _installed(dest):
-    """Primary fingerprints of the key at ``dest``, [] when it is missing or unreadable as a key."""
+def _installed(dest, pinned):
+    """``(exact, found, why)`` for the file at ``dest``: whether it is byte for byte the keyring
+    this module writes for the pinned key, the primary fingerprints in it, and why not."""
     try:
         with open(dest, "rb") as handle:
             data = handle.read()
-        return fingerprints(data)[0]
-    except (IOError, OSError, OpenPGPError):
-        return []
-
-
-def _content(data, dest):
-    """The bytes to install: armored for .asc, binary for .gpg."""
-    if dest.endswith(".asc"):
-        return data if is_armored(data) else armor(data).encode("ascii")
-    return dearmor(data) if is_armored(data) else data
+    except (IOError, OSError):
+        return False, [], "is missing"
+    try:
+        found = fingerprints(data)[0]
+        wanted = keyring_file(pinned_key(data, pinned), dest.endswith(".asc"))
+    except KeyMismatch as exc:
+        return False, exc.found, "holds %s" % exc
+    except OpenPGPError as exc:
+        return False, [], "is not a usable key file (%s)" % exc
+    if wanted != data:
+        return False, found, "holds more than the pinned key's packets (another block, armor headers or packets)"
+    return True, found, ""
 
 
 def main():
@@ -138,13 +150,15 @@ def main():
     if not dest.endswith((".asc", ".gpg")):
         module.fail_json(msg="dest must end in .asc (armored) or .gpg (binary), as apt reads keyrings; found %s" % dest, **result)
 
-    installed = _installed(dest)
-    if pinned in installed:
+    exact, installed, why = _installed(dest, pinned)
+    if exact:
         module.exit_json(fingerprints=installed, **result)
     result["changed"] = True
     if module.check_mode:
-        module.exit_json(msg="would fetch %s and install it at %s if its fingerprint is %s" % (url, dest, pinned),
-                         fingerprints=installed, **result)
+        msg = "would fetch %s and install it at %s if its fingerprint is %s" % (url, dest, pinned)
+        if installed or os.path.exists(dest):
+            msg += " (%s %s now)" % (dest, why)
+        module.exit_json(msg=msg, fingerprints=installed, **result)
 
     result["changed"] = False  # until the key is written
     response, info = fetch_url(module, url, timeout=module.params["timeout"])
@@ -153,15 +167,27 @@ def main():
                              "Nothing was changed." % (url, info.get("status"), info.get("msg")), **result)
     data = response.read()
     result["fetched"] = True
+    content, mismatch, unreadable = None, None, None
     try:
-        found, _subkeys = fingerprints(data)
-        content = _content(data, dest)
+        content = keyring_file(pinned_key(data, pinned), dest.endswith(".asc"))
+    except KeyMismatch as exc:
+        mismatch = exc
     except OpenPGPError as exc:
-        module.fail_json(msg="%s did not return an OpenPGP public key (%s); nothing was installed." % (url, exc), **result)
-    if pinned not in found:
+        unreadable = exc
+    # Failures outside the except blocks: ansible-core 2.19 records an exception being handled
+    # with the failure; a refused key is the message alone.
+    if mismatch is not None and len(mismatch.found) == 1:
         module.fail_json(msg="the key at %s has fingerprint %s, not the pinned %s: refused, nothing was installed. "
                              "If the publisher rotated its key, check the new fingerprint on its website and update "
-                             "the pin." % (url, ", ".join(found), pinned), fingerprints=found, **result)
+                             "the pin." % (url, mismatch.found[0], pinned), fingerprints=mismatch.found, **result)
+    if mismatch is not None:
+        module.fail_json(msg="the key file at %s holds %s; expected exactly one, the pinned %s: refused, nothing was "
+                             "installed (Signed-By trusts every key in the file). Check the URL, or ask the publisher "
+                             "for a file with its repository key alone." % (url, mismatch, pinned),
+                         fingerprints=mismatch.found, **result)
+    if unreadable is not None:
+        module.fail_json(msg="%s did not return an OpenPGP public key (%s); nothing was installed." % (url, unreadable),
+                         **result)
 
     directory = os.path.dirname(dest) or "."
     if not os.path.isdir(directory):
@@ -173,7 +199,7 @@ def main():
     # apt reads keyrings as _apt: world-readable whatever the umask.
     os.chmod(dest, 0o644)
     result["changed"] = True
-    module.exit_json(fingerprints=found, **result)
+    module.exit_json(fingerprints=[pinned], **result)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ description:
     without rerunning the preflight. No sudo.
   - V(state=present) writes both files when their content changed (atomically, mode 0644).
   - V(state=read) returns the contract as the C(glm53_cluster) fact, or fails saying to run the preflight.
+  - Both check the contract's types and relations first and refuse an unusable one naming each field, what was
+    expected and what was found; V(state=present) then writes nothing. The head and each worker (at least one) have
+    an entry in C(nodes) with rank 0 for the head, then the workers in order; C(ssh_user) is a login name; link and
+    master addresses are IPv4 (the master address is the head's link address; IPv6, and a link-local address with a
+    zone such as C(fe80::1%enp1s0f1np1), is refused, since the engines, the RoCE GID choice and ssh take IPv4);
+    C(master_port) is an integer in 1024-65535; the NCCL and GLOO settings are strings.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
 author:

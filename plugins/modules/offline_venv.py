@@ -15,8 +15,15 @@ short_description: A Python virtualenv with pinned packages, installed offline f
 version_added: 0.1.0
 description:
   - Gives the unprivileged deploy user a Python environment holding exactly the pinned
-    O(requirements), installed from the wheel files in O(wheelhouse) alone (C(pip --no-index));
-    the node needs no internet and no package index. Never uses sudo.
+    O(requirements), or the packages of the hash lock O(requirements_file), installed from the wheel
+    files in O(wheelhouse) alone (C(pip --no-index)); the node needs no internet and no package index.
+    Never uses sudo.
+  - "With O(requirements_file), every wheel in O(wheelhouse) of a package and version the lock pins is
+    checked against the lock's sha256 before anything runs (pip's own wheel included, which runs
+    before pip could check anything); a file whose sha256 differs is refused naming the file, its
+    sha256 and the lock's, and nothing is installed. pip then installs with C(--require-hashes -r)
+    the lock, and pip's wheel is one the lock pins. A new lock (another file digest) makes the
+    environment anew, so it holds nothing but checked wheels."
   - "Makes the environment the first way the interpreter supports (it is asked whether it has
     ensurepip and the venv module; a way that still fails for that reason falls through to the next),
     and says which in RV(method) and RV(msg):
@@ -27,7 +34,7 @@ description:
     V(target): when the interpreter has no venv module at all, C(pip install --target PATH/site)
     with pip from its wheel, used with the system interpreter and C(PYTHONPATH) (RV(pythonpath))."
   - Idempotent. A marker file in O(path) (C(.dgx_spark-requirements.json)) records the sorted
-    requirements, the interpreter and the method. When it matches, the environment's interpreter
+    requirements, the interpreter, the method and the lock's sha256. When it matches, the environment's interpreter
     runs as the same Python X.Y, and C(importlib.metadata) reports every pinned version, nothing
     is changed. Otherwise missing or wrong packages are installed into the existing environment
     (repair), or, when its interpreter no longer runs or O(python) changed, the environment is
@@ -52,11 +59,20 @@ options:
     required: true
   requirements:
     description:
-      - Pinned packages, each V(name==version). Their dependencies must be in O(requirements) or at
-        least in O(wheelhouse); pip resolves them from there.
+      - Pinned packages, each V(name==version), checked by version only. Their dependencies must be in
+        O(requirements) or at least in O(wheelhouse); pip resolves them from there.
+      - Exactly one of O(requirements) and O(requirements_file) is required.
     type: list
     elements: str
-    required: true
+  requirements_file:
+    description:
+      - A hash-locked requirements file on the node, as C(make node-requirements) writes the
+        C(dgx_spark.glm53.hf_weights) role's (C(roles/hf_weights/files/requirements-node.txt)) -
+        every package V(name==version) with a C(--hash=sha256:) per wheel, a C(# sha256:<hex> <file>)
+        comment line per wheel above it, no markers. It must pin pip too (the wheel pip runs from).
+      - Exactly one of O(requirements) and O(requirements_file) is required.
+    type: path
+    version_added: 0.2.0
   wheelhouse:
     description:
       - Directory on the node holding the C(.whl) files for the node's Python and CPU, including a
@@ -120,6 +136,12 @@ EXAMPLES = r"""
     PYTHONPATH: "{{ __glm53_hf_venv.pythonpath }}"
   changed_when: false
 
+- name: The same from the role's hash lock, every wheel checked against its sha256
+  dgx_spark.glm53.offline_venv:
+    path: ~/.local/share/glm53/hf-venv
+    wheelhouse: ~/.cache/glm53/wheelhouse
+    requirements_file: ~/.cache/glm53/requirements-node.txt
+
 - name: Say what would be done, doing nothing
   dgx_spark.glm53.offline_venv:
     path: ~/.local/share/glm53/hf-venv
@@ -170,6 +192,13 @@ platform:
   returned: always
   type: str
   sample: cp312 aarch64 (glibc 2.39)
+wheels_checked:
+  description: With O(requirements_file), the wheel files whose sha256 matched the lock before pip ran; empty when
+    nothing had to be installed or without a lock.
+  returned: always
+  type: list
+  elements: str
+  sample: [pip-26.3-py3-none-any.whl, tqdm-4.70.1-py3-none-any.whl]
 commands:
   description: The commands that changed the node, in order; in check mode, those that would run.
   returned: always
@@ -187,7 +216,8 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._venv import Offli
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
-    requirements=dict(type="list", elements="str", required=True),
+    requirements=dict(type="list", elements="str"),
+    requirements_file=dict(type="path"),
     wheelhouse=dict(type="path", required=True),
     python=dict(type="str", default="python3"),
     timeout=dict(type="int", default=600),
@@ -195,7 +225,9 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_one_of=[("requirements", "requirements_file")],
+                           mutually_exclusive=[("requirements", "requirements_file")])
     params = module.params
     result, error = None, None
     if params["timeout"] <= 0:
@@ -205,6 +237,7 @@ def main():
             result = OfflineVenv(
                 path=params["path"],
                 requirements=params["requirements"],
+                requirements_file=params["requirements_file"],
                 wheelhouse=params["wheelhouse"],
                 python=params["python"],
                 timeout=params["timeout"],

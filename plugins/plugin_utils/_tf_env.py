@@ -13,6 +13,8 @@ __metaclass__ = type
 import difflib
 import re
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate as contract_problems
+
 OVERRIDES_VAR = "tensorfold_env_overrides"
 
 # The kit mounts each node's HF cache here; MODEL_PATH and DRAFTER are paths inside it.
@@ -364,6 +366,11 @@ def site_env(cluster, weights, image, head=None, worker=None):
     site = {}
     if not isinstance(cluster, dict):
         return {}, ["tensorfold: the cluster contract is missing (run the cx7_link preflight first)"]
+    # The same check as where the contract is written and read: nothing below sees a None address.
+    problems = contract_problems(cluster)
+    if problems:
+        return {}, ["tensorfold: the cluster contract is unusable (%s); rerun the preflight (playbooks/preflight.yml "
+                    "-e path=tensorfold)" % "; ".join(problems)]
     weights = weights if isinstance(weights, dict) else {}
     head_name = cluster.get("head")
     workers = list(cluster.get("workers") or [])

@@ -8,13 +8,26 @@
 own platform: the node's Python X.Y and CPU (Ansible's ``ansible_python.version`` and
 ``ansible_architecture`` facts), binary wheels only, and the pip wheel that the
 offline_venv module runs when the node has no pip of its own.
+
+``locked_download_argv()`` is the same download from a hash lock (module_utils/_wheel_lock.py),
+so pip refuses a file whose sha256 the lock does not pin. ``main()`` makes that lock
+(``make node-requirements``): a ``pip download`` from PyPI for every platform of
+``LOCK_ARCHES`` x ``LOCK_PYTHONS``, then the sha256 of every wheel.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import argparse
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._wheel_lock import render_lock, sha256_file, wheel_key
 
 # Ansible's architecture fact (``uname -m``) -> the CPU in manylinux platform tags.
 WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
@@ -23,6 +36,12 @@ WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm6
 MANYLINUX = ("manylinux2014_%s", "manylinux_2_17_%s", "manylinux_2_28_%s")
 PINNED = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 PYTHON_VERSION = re.compile(r"^(3)\.(\d+)(?:\.\d+)?(?:[a-z]+\d*)?$")
+# The node platforms the lock covers: DGX OS 7 (Ubuntu 24.04: Python 3.12, aarch64), the
+# Debian 12 lab (3.11, x86_64), and 3.13. Not 3.10: filelock 4.3.1 requires Python 3.11.
+LOCK_ARCHES = ("aarch64", "x86_64")
+LOCK_PYTHONS = ("3.11", "3.12", "3.13")
+# The lock is made from PyPI itself, whatever index or mirror the controller is configured with.
+PYPI = "https://pypi.org/simple"
 
 
 class WheelhouseError(ValueError):
@@ -76,3 +95,102 @@ def pip_download_argv(arch, python_version, requirements, dest, pip_version, pip
         argv += ["--platform", tag]
     argv += ["--python-version", python_x_y(python_version), "--implementation", "cp", "--dest", str(dest)]
     return argv + [requirement.strip() for requirement in requirements] + ["pip==%s" % pip_version]
+
+
+def locked_download_argv(arch, python_version, lock, dest, pip_command=("pip",)):
+    """argv of ``pip download`` for a node's wheelhouse from the hash lock at ``lock``: pip
+    checks each file it fetches against the lock's sha256 list and fails on any other."""
+    if not lock or not dest:
+        raise WheelhouseError("lock (the hash-locked requirements file) and dest (the wheelhouse directory on the "
+                              "controller) must be set, found %r and %r" % (lock, dest))
+    argv = list(pip_command) + ["download", "--require-hashes", "--only-binary=:all:"]
+    for tag in platform_tags(arch):
+        argv += ["--platform", tag]
+    return argv + ["--python-version", python_x_y(python_version), "--implementation", "cp", "--dest", str(dest),
+                   "-r", str(lock)]
+
+
+def lock_entries(downloads):
+    """``[{name, version, files}]`` for render_lock from ``{platform: {file name: sha256}}``
+    (one ``pip download`` per platform). Every platform must get the same packages at the
+    same versions, since the lock has no environment markers."""
+    by_package, sets = {}, {}
+    for platform in sorted(downloads):
+        sets[platform] = set()
+        for filename, digest in downloads[platform].items():
+            key = wheel_key(filename)
+            if key is None:
+                raise WheelhouseError("%s: %s is not a wheel file name" % (platform, filename))
+            sets[platform].add(key)
+            entry = by_package.setdefault(key, {"name": key[0], "version": key[1], "files": {}})
+            if entry["files"].get(filename, digest) != digest:
+                raise WheelhouseError("%s was downloaded twice with different contents (%s, %s)" % (
+                    filename, entry["files"][filename], digest))
+            entry["files"][filename] = digest
+    everywhere = set.intersection(*sets.values()) if sets else set()
+    for platform in sorted(sets):
+        extra = sorted(sets[platform] - everywhere)
+        if extra:
+            raise WheelhouseError("%s needs %s, which not every platform does; pin one set that every platform "
+                                  "installs (the lock takes no markers)" % (
+                                      platform, ", ".join("%s==%s" % key for key in extra)))
+    return [by_package[key] for key in sorted(by_package)]
+
+
+LOCK_HEADER = [
+    "dgx_spark.glm53 role hf_weights: the Hugging Face client for the nodes, hash-locked.",
+    "The controller downloads with `pip download --require-hashes -r` this file and the nodes install",
+    "with `pip install --require-hashes --no-index` (module offline_venv), which also checks every",
+    "wheel against the `# sha256:<hex> <file>` lines before pip runs.",
+    "Made by `make node-requirements` from _hf_weights_requirements and _hf_weights_pip_version in",
+    "roles/hf_weights/vars/main.yml: pip download from %s for each platform, then the" % PYPI,
+    "sha256 of each wheel. Regenerate it; never edit it by hand.",
+]
+
+
+def build_lock(requirements, pip_version, pip_command, index_url=PYPI):
+    """The lock's text: ``pip download`` of ``requirements`` and ``pip==pip_version`` for every
+    platform from ``index_url`` alone (``--isolated``: no pip configuration of this machine),
+    then every wheel's sha256."""
+    work = tempfile.mkdtemp(prefix="node-requirements-")
+    try:
+        downloads = {}
+        for arch in LOCK_ARCHES:
+            for python in LOCK_PYTHONS:
+                dest = os.path.join(work, "%s-%s" % (arch, python))
+                argv = pip_download_argv(arch, python, requirements, dest, pip_version, pip_command=pip_command)
+                argv += ["--isolated", "--no-cache-dir", "--index-url", index_url]
+                proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    raise WheelhouseError("`%s` failed (rc=%d):\n%s" % (
+                        " ".join(argv), proc.returncode, proc.stderr.strip()[-3000:]))
+                downloads["cp%s %s" % (python.replace(".", ""), arch)] = dict(
+                    (name, sha256_file(os.path.join(dest, name))) for name in os.listdir(dest))
+        header = LOCK_HEADER + ["Platforms: CPython %s on manylinux %s." % (" ".join(LOCK_PYTHONS),
+                                                                            " and ".join(LOCK_ARCHES))]
+        return render_lock(lock_entries(downloads), header)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None):
+    """``make node-requirements``: write the lock from the role's pinned requirements."""
+    import yaml  # the controller has it (ansible-core needs it); nodes never run this
+
+    parser = argparse.ArgumentParser(description="Regenerate the hash-locked requirements of the node wheelhouse.")
+    parser.add_argument("--vars", required=True, help="roles/hf_weights/vars/main.yml")
+    parser.add_argument("--out", required=True, help="roles/hf_weights/files/requirements-node.txt")
+    parser.add_argument("--index-url", default=PYPI)
+    args = parser.parse_args(argv)
+    with open(args.vars) as handle:
+        pins = yaml.safe_load(handle)
+    text = build_lock(list(pins["_hf_weights_requirements"]), str(pins["_hf_weights_pip_version"]),
+                      (sys.executable, "-m", "pip"), index_url=args.index_url)
+    with open(args.out + ".new", "w") as handle:
+        handle.write(text)
+    os.rename(args.out + ".new", args.out)
+    print("wrote %s" % args.out)
+
+
+if __name__ == "__main__":
+    main()

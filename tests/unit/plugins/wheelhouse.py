@@ -10,11 +10,15 @@ import sys
 
 import yaml
 
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import pip_download_argv
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import (
+    locked_download_argv,
+    pip_download_argv,
+)
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CACHE = os.path.join(ROOT, "tests", "output", "wheelhouse")
 ROLE_VARS = os.path.join(ROOT, "roles", "hf_weights", "vars", "main.yml")
+ROLE_LOCK = os.path.join(ROOT, "roles", "hf_weights", "files", "requirements-node.txt")
 
 
 def python_info(python):
@@ -50,14 +54,27 @@ def hf_requirements():
 def build(arch, python_version, requirements, pip_version):
     """The wheelhouse directory for this platform and set, downloaded once."""
     key = hashlib.sha256(repr((sorted(requirements), pip_version)).encode()).hexdigest()[:12]
+    return _download(arch, python_version, key, lambda partial: pip_download_argv(
+        arch, python_version, requirements, partial, pip_version, pip_command=(sys.executable, "-m", "pip")))
+
+
+def build_locked(arch, python_version, lock=ROLE_LOCK):
+    """The wheelhouse for this platform from a hash lock, as the role downloads it (pip checks
+    every file against the lock), downloaded once per lock content."""
+    with open(lock, "rb") as handle:
+        key = "lock-" + hashlib.sha256(handle.read()).hexdigest()[:12]
+    return _download(arch, python_version, key, lambda partial: locked_download_argv(
+        arch, python_version, lock, partial, pip_command=(sys.executable, "-m", "pip")))
+
+
+def _download(arch, python_version, key, argv_for):
     dest = os.path.join(CACHE, "%s-py%s-%s" % (arch, python_version, key))
     if os.path.exists(os.path.join(dest, ".complete")):
         return dest
     partial = dest + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    argv = pip_download_argv(arch, python_version, requirements, partial, pip_version,
-                             pip_command=(sys.executable, "-m", "pip"))
+    argv = argv_for(partial)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, "pip download failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
     with open(os.path.join(partial, ".complete"), "w") as handle:

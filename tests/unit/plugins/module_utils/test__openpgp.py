@@ -70,6 +70,53 @@ def test_garbage_is_refused(data, message):
         pgp.fingerprints(data)
 
 
+RSA = EXPECTED["rsa-with-subkey.asc"]["primary"][0]
+ED25519 = EXPECTED["ed25519.asc"]["primary"][0]
+# RFC 4880 4.2 old-format headers (0x80 | tag << 2, one length byte): a marker packet (10,
+# body "PGP") and a literal data packet (11), as an attacker or a careless tool could add.
+MARKER = b"\xa8\x03PGP"
+LITERAL = b"\xac\x07b\x00\x00\x00\x00\x00x"
+
+
+def test_every_armored_block_is_read():
+    # gpg imports every block of a file; the check must see the appended key too.
+    appended = read("rsa-with-subkey.asc") + read("ed25519.asc")
+    assert pgp.fingerprints(appended) == ([RSA, ED25519], EXPECTED["rsa-with-subkey.asc"]["subkeys"])
+    assert pgp.dearmor(appended) == read("rsa-with-subkey.gpg") + pgp.dearmor(read("ed25519.asc"))
+
+
+@pytest.mark.parametrize("data, message", [
+    (read("two-keys.asc"), "2 primary keys: %s, %s" % (RSA, ED25519)),
+    (read("rsa-with-subkey.asc") + read("ed25519.asc"), "2 primary keys: %s, %s" % (RSA, ED25519)),
+    (read("rsa-with-subkey.asc") * 2, "2 primary keys: %s, %s" % (RSA, RSA)),
+    (read("ed25519.asc"), "fingerprint %s, not the pinned %s" % (ED25519, RSA)),
+])
+def test_anything_but_the_one_pinned_key_is_refused_naming_what_was_found(data, message):
+    with pytest.raises(pgp.KeyMismatch) as caught:
+        pgp.pinned_key(data, RSA)
+    assert str(caught.value) == message
+
+
+def test_the_pinned_key_keeps_its_own_packets_only():
+    # gpg's binary export of the key is exactly what is kept: key, user ID, subkey, signatures.
+    assert pgp.pinned_key(read("rsa-with-subkey.asc"), RSA) == read("rsa-with-subkey.gpg")
+    assert pgp.pinned_key(MARKER + read("rsa-with-subkey.gpg") + MARKER, RSA) == read("rsa-with-subkey.gpg")
+    assert pgp.keyring_file(pgp.pinned_key(read("rsa-with-subkey.gpg"), RSA), armored=True) == \
+        read("rsa-with-subkey.asc")
+
+
+@pytest.mark.parametrize("data, message", [
+    (read("rsa-with-subkey.gpg") + LITERAL, "it holds a literal data packet (type 11)"),
+    (b"\x88\x01\x00" + read("rsa-with-subkey.gpg"), "a packet of type 2 comes before any public key"),
+    (read("rsa-with-subkey.asc") + b"-----BEGIN PGP SIGNATURE-----\n\nabc\n-----END PGP SIGNATURE-----\n",
+     "it holds a '-----BEGIN PGP SIGNATURE-----' block"),
+])
+def test_what_does_not_belong_in_a_public_key_is_refused(data, message):
+    with pytest.raises(pgp.OpenPGPError) as caught:
+        pgp.pinned_key(data, RSA)
+    assert message in str(caught.value)
+
+
 @pytest.mark.parametrize("value, normalized", [
     ("9DC8 5822 9FC7 DD38 854A  E2D8 8D81 803C 0EBF CD88", "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"),
     ("0xc95b321b61e88c1809c4f759ddcae044f796ecb0", "C95B321B61E88C1809C4F759DDCAE044F796ECB0"),

@@ -94,6 +94,60 @@ def test_a_replaced_key_file_is_fixed(server, tmp_path):
     assert result["changed"] is True and result["fingerprints"] == [RSA]
 
 
+def fixture(name):
+    with open(os.path.join(KEYS, name), "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("published", [
+    "two-keys.asc",  # gpg --export --armor of both keys: one block, two primary keys
+    "rsa-with-subkey.asc+ed25519.asc",  # a second armored block appended to the pinned key's
+])
+def test_a_second_key_next_to_the_pinned_one_is_refused_naming_both(server, tmp_path, published):
+    (server.www / "gpg").write_bytes(b"".join(fixture(name) for name in published.split("+")))
+    url = server.url + "/gpg"
+    dest = tmp_path / "docker.asc"
+    result = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "the key file at %s holds 2 primary keys: %s, %s; expected exactly one, the pinned %s: refused, nothing was "
+        "installed (Signed-By trusts every key in the file). Check the URL, or ask the publisher for a file with its "
+        "repository key alone." % (url, RSA, ED25519, RSA))
+    assert result["fingerprints"] == [RSA, ED25519]
+    assert not dest.exists()
+
+
+def _with_comment(data):
+    return data.replace(b"-----\n\n", b"-----\nComment: added by hand\n\n", 1)
+
+
+@pytest.mark.parametrize("existing, why", [
+    (fixture("two-keys.asc"), "holds 2 primary keys: %s, %s" % (RSA, ED25519)),
+    (fixture("rsa-with-subkey.asc") + fixture("ed25519.asc"), "holds 2 primary keys: %s, %s" % (RSA, ED25519)),
+    (_with_comment(fixture("rsa-with-subkey.asc")), "holds more than the pinned key's packets"),
+])
+def test_an_existing_keyring_with_anything_else_is_replaced_by_the_key_alone(server, tmp_path, existing, why):
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    dest = tmp_path / "docker.asc"
+    dest.write_bytes(existing)
+    dry = ansible({"url": url, "dest": str(dest), "fingerprint": RSA}, check=True)
+    assert dry["changed"] is True and why in dry["msg"], dry["msg"]
+    assert dest.read_bytes() == existing and server.requests == []
+    first = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert first["changed"] is True and first["fetched"] is True and first["fingerprints"] == [RSA]
+    assert dest.read_bytes() == fixture("rsa-with-subkey.asc")
+    second = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert second["changed"] is False and second["fetched"] is False and server.requests == ["/gpg"]
+
+
+def test_a_binary_keyring_with_an_extra_key_is_replaced(server, tmp_path):
+    url = publish(server, "gpg", "rsa-with-subkey.asc")
+    dest = tmp_path / "docker.gpg"
+    dest.write_bytes(fixture("two-keys.gpg"))
+    result = ansible({"url": url, "dest": str(dest), "fingerprint": RSA})
+    assert result["changed"] is True and dest.read_bytes() == fixture("rsa-with-subkey.gpg")
+
+
 def test_binary_keyring_from_an_armored_key(server, tmp_path):
     url = publish(server, "gpg", "rsa-with-subkey.asc")
     dest = tmp_path / "docker.gpg"

@@ -90,3 +90,44 @@ def test_refuses_to_write_a_contract_without_this_node(config_dir):
     result, _proc = ansible({"state": "present", "contract": CONTRACT, "node": "spark-worker-9", "config_dir": config_dir})
     assert result["failed"] is True and "node spark-worker-9 is not in the contract's nodes" in result["msg"]
     assert not os.path.exists(config_dir)
+
+
+def _with(path, value):
+    contract = json.loads(json.dumps(CONTRACT))
+    keys = path.split(".")
+    target = contract
+    for key in keys[:-1]:
+        target = target[key]
+    target[keys[-1]] = value
+    return contract
+
+
+@pytest.mark.parametrize("contract, problem", [
+    (_with("ssh_user", ""), "ssh_user is empty, expected the user the head logs in to the workers as "
+                            "(cx7_link_ssh_user, by default the workers' ansible_user): set ansible_user for the "
+                            "workers and rerun the preflight"),
+    (_with("nodes.spark-worker.link_address", "fe80::1%enp1s0f1np1"),
+     "nodes.spark-worker.link_address is 'fe80::1%enp1s0f1np1', an IPv6 link-local address with a zone (enp1s0f1np1), "
+     "which the engines, NCCL's RoCE GID choice and ssh cannot use here; expected an IPv4 address: put an IPv4 "
+     "address on the CX7 link netdev (glm53_link_address, e.g. 192.168.100.10 with its prefix; cx7_link_configure: "
+     "true writes it with netplan) and rerun the preflight"),
+])
+def test_refuses_to_write_a_contract_later_roles_cannot_use(config_dir, contract, problem):
+    result, _proc = ansible({"state": "present", "contract": contract, "node": "spark-worker", "config_dir": config_dir})
+    assert result["failed"] is True
+    assert result["msg"] == "cluster_contract: refusing to write an unusable contract: %s" % problem
+    assert not os.path.exists(config_dir)
+
+
+def test_a_kept_contract_with_a_null_address_is_refused_when_read(config_dir):
+    # What the roles would have turned into spark@None (hf_weights mirror, the kit's WORKER_SSH).
+    os.makedirs(config_dir)
+    with open(os.path.join(config_dir, "cluster.json"), "w") as handle:
+        json.dump(_with("nodes.spark-worker.link_address", None), handle)
+    result, _proc = ansible({"state": "read", "config_dir": config_dir})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "the cluster contract at %s/cluster.json is unusable (nodes.spark-worker.link_address is missing (null), "
+        "expected the node's IPv4 address on the CX7 link); run the preflight first (ansible-playbook "
+        "playbooks/preflight.yml -e path=..., or playbooks/site.yml)" % config_dir)
+    assert "glm53_cluster" not in result.get("ansible_facts", {})

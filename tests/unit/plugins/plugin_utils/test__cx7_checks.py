@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cx7_fixtures as fx  # noqa: E402  pylint: disable=wrong-import-position
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._node_facts import disk_entry  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _cx7_preflight  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import disk_groups  # noqa: E402
@@ -79,6 +80,8 @@ def test_healthy_pair_is_ok_and_derives_nccl_settings_and_contract(cluster):
     assert contract["nodes"][WORKER]["link_address"] == "198.18.1.11"
     assert contract["nodes"][WORKER]["hcas"] == ["rocep1s0f1", "roceP2p1s0f1"]
     assert contract["nodes"][WORKER]["env"]["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
+    # What cluster_contract checks before it writes the files.
+    assert validate(contract) == []
     names = set(c["check"] for c in report["checks"])
     assert names >= {"node.reachable", "node.link_facts", "node.kernel", "link.netdev_names", "link.port_up",
                      "link.ipv4", "link.address", "link.subnet", "link.mtu_match", "link.df_ping",

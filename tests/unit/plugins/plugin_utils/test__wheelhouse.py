@@ -5,6 +5,8 @@ import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import (
     WheelhouseError,
+    lock_entries,
+    locked_download_argv,
     pip_download_argv,
     platform_tags,
     python_x_y,
@@ -60,3 +62,44 @@ def test_bad_values_are_named(kwargs, message):
     with pytest.raises(WheelhouseError) as caught:
         pip_download_argv(**values)
     assert str(caught.value).startswith(message)
+
+
+def test_the_controller_downloads_against_the_hash_lock():
+    argv = locked_download_argv("arm64", "3.12.3", "/roles/hf_weights/files/requirements-node.txt", "/tmp/wh",
+                                pip_command=("/venv/bin/python", "-m", "pip"))
+    assert argv == [
+        "/venv/bin/python", "-m", "pip", "download", "--require-hashes", "--only-binary=:all:",
+        "--platform", "manylinux2014_aarch64", "--platform", "manylinux_2_17_aarch64",
+        "--platform", "manylinux_2_28_aarch64",
+        "--python-version", "3.12", "--implementation", "cp", "--dest", "/tmp/wh",
+        "-r", "/roles/hf_weights/files/requirements-node.txt",
+    ]
+
+
+A, B, C = "a" * 64, "b" * 64, "c" * 64
+
+
+def test_one_lock_entry_per_package_with_the_wheels_of_every_platform():
+    downloads = {
+        "cp312 aarch64": {"tqdm-4.70.1-py3-none-any.whl": A, "PyYAML-6.0.4-cp312-cp312-manylinux_2_17_aarch64.whl": B},
+        "cp312 x86_64": {"tqdm-4.70.1-py3-none-any.whl": A, "PyYAML-6.0.4-cp312-cp312-manylinux_2_17_x86_64.whl": C},
+    }
+    assert lock_entries(downloads) == [
+        {"name": "pyyaml", "version": "6.0.4", "files": {"PyYAML-6.0.4-cp312-cp312-manylinux_2_17_aarch64.whl": B,
+                                                         "PyYAML-6.0.4-cp312-cp312-manylinux_2_17_x86_64.whl": C}},
+        {"name": "tqdm", "version": "4.70.1", "files": {"tqdm-4.70.1-py3-none-any.whl": A}},
+    ]
+
+
+@pytest.mark.parametrize("downloads, message", [
+    ({"cp311 x86_64": {"tqdm-4.70.1-py3-none-any.whl": A, "exceptiongroup-1.3.0-py3-none-any.whl": B},
+      "cp312 x86_64": {"tqdm-4.70.1-py3-none-any.whl": A}},
+     "cp311 x86_64 needs exceptiongroup==1.3.0, which not every platform does; pin one set that every platform "
+     "installs (the lock takes no markers)"),
+    ({"cp311 x86_64": {"tqdm-4.70.1-py3-none-any.whl": A}, "cp312 x86_64": {"tqdm-4.70.1-py3-none-any.whl": B}},
+     "tqdm-4.70.1-py3-none-any.whl was downloaded twice with different contents (%s, %s)" % (A, B)),
+])
+def test_platforms_that_disagree_are_refused(downloads, message):
+    with pytest.raises(WheelhouseError) as caught:
+        lock_entries(downloads)
+    assert str(caught.value) == message

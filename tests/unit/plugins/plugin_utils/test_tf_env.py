@@ -300,9 +300,22 @@ def test_more_than_one_worker_is_refused_naming_vllm():
     assert site == {}
     assert errors == ["tensorfold: the kit serves exactly two Sparks (one head, one worker); the cluster has 2 "
                       "worker(s) (spark-b, spark-c). Use -e path=vllm for more nodes."]
-    assert tf.site_env(contract(workers=()), WEIGHTS, "img:1")[1] == [
-        "tensorfold: the kit serves exactly two Sparks (one head, one worker); the cluster has 0 worker(s). "
-        "Use -e path=vllm for more nodes."]
+
+
+def test_a_contract_the_validator_refuses_never_reaches_prod_env():
+    # The same check as cluster_contract's: before, an empty ssh_user gave WORKER_SSH without a
+    # user and a zoned IPv6 address went into WORKER_SSH as it was.
+    no_user = dict(contract(), ssh_user="")
+    zoned = contract()
+    zoned["nodes"]["spark-b"]["link_address"] = "fe80::1%enp1s0f1np1"
+    for bad, problem in (
+            (no_user, "ssh_user is empty, expected the user the head logs in to the workers as"),
+            (zoned, "nodes.spark-b.link_address is 'fe80::1%enp1s0f1np1', an IPv6 link-local address with a zone"),
+            (contract(workers=()), "workers is empty; path tensorfold needs at least one worker")):
+        site, errors = tf.site_env(bad, WEIGHTS, "img:1", HEAD_FACTS, WORKER_FACTS)
+        assert site == {} and len(errors) == 1, errors
+        assert errors[0].startswith("tensorfold: the cluster contract is unusable (" + problem), errors[0]
+        assert errors[0].endswith("; rerun the preflight (playbooks/preflight.yml -e path=tensorfold)")
 
 
 def test_site_env_reports_unusable_facts_without_raising():
