@@ -3,12 +3,17 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Private helpers: the Hugging Face cache layout this collection relies on, the completion
 manifest hf_snapshot writes and hf_mirror copies, and the progress file both write. One
-definition, so the writer and the copier can never disagree. Not a public API."""
+definition, so the writer and the copier can never disagree. Not a public API.
+
+huggingface_hub 2.4.0 (file_download.py, utils/_shared_blobs.py) also keeps Xet downloads in a
+store shared by every cached repo, ``<hub>/blobs/<xx>/<xet hash>``, with the repo's
+``blobs/<etag>`` a relative link to it."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 # <cache>/hub/models--org--name/.glm53/<sha>.json: outside snapshots/, which the hub client's
@@ -95,3 +100,14 @@ def progress_record(phase, bytes_done, bytes_total, files_done, files_total, sam
     return {"phase": phase, "bytes_done": bytes_done, "bytes_total": bytes_total, "files_done": files_done,
             "files_total": files_total, "rate_bps": None if rate is None else int(rate), "eta_s": eta,
             "updated": round(now, 3)}
+
+
+def shared_store_file(blob):
+    """The file in huggingface_hub's shared store (``<hub>/blobs/<xx>/<hash>``) that the repo blob
+    ``<hub>/models--org--name/blobs/<etag>`` links to, else None."""
+    if not os.path.islink(blob):
+        return None
+    real = os.path.realpath(blob)
+    store = os.path.realpath(os.path.join(os.path.dirname(blob), "..", "..", "blobs"))
+    return real if os.path.dirname(os.path.dirname(real)) == store else None
+

@@ -212,6 +212,15 @@ def snapshot_files(hub_dir, repo_id, revision, manifest):
                                 "huggingface_hub makes)" % (row["name"], target, folder))
                 continue
             link, data_rel, data_path = link_rel, "%s/blobs/%s" % (folder, os.path.basename(resolved)), resolved
+            if os.path.islink(data_path):
+                # huggingface_hub 2.4 keeps a Xet download in its shared store, <hub>/blobs/<xx>/<hash>, and makes
+                # blobs/<etag> a relative link to it (utils/_shared_blobs.py). The blob passes send the bytes
+                # (--copy-links), so only a link that stays inside this cache is followed.
+                real = os.path.realpath(data_path)
+                if os.path.commonpath([real, os.path.realpath(hub_dir)]) != os.path.realpath(hub_dir):
+                    problems.append("%s: its blob %s/blobs/%s links to %s, outside the cache %s" % (
+                        row["name"], folder, os.path.basename(resolved), os.readlink(data_path), hub_dir))
+                    continue
         try:
             info = os.stat(data_path)
         except OSError:
@@ -278,10 +287,13 @@ def balance(sizes, streams):
 
 
 def rsync_argv(rsync, files_from, source, dest, ssh=None, dry_run=False, ignore_times=False, bwlimit=None,
-               progress=False):
+               progress=False, copy_links=False):
     """One rsync run over a ``--files-from`` list. Never ``-z``: weights do not compress, and
-    the link is faster than the compressor."""
+    the link is faster than the compressor. ``copy_links`` sends what a link points at (the
+    blob passes: a blob may be a link into huggingface_hub's shared store)."""
     argv = [rsync, "-a", "--partial", "--inplace", "--mkpath", "--files-from=" + files_from, "--stats", OUT_FORMAT]
+    if copy_links:
+        argv.append("--copy-links")
     if progress:
         argv.append("--info=progress2")
     if dry_run:
@@ -583,7 +595,7 @@ class Mirror(object):
         timeout = self.remaining()
         for index, paths in enumerate(lists):
             argv = self.argv(self.list_file("blobs-%d" % index, paths), ignore_times=bool(forced & set(paths)),
-                             bwlimit=bwlimit, progress=True)
+                             bwlimit=bwlimit, progress=True, copy_links=True)
             out = os.path.join(self.workdir, "stream-%d.out" % index)
             tails.append(OutputTail(out))
             self.commands.append(argv)
@@ -645,7 +657,8 @@ class Mirror(object):
         # It also fails fast, before any stream starts, when ssh or the worker's rsync does not work.
         made = self.execute(self.argv(self.list_file("dirs", plan["dirs"]), dry_run=dry))["items"]
         # What the worker lacks, by size and time; forced files are re-sent whatever it says.
-        would = self.execute(self.argv(self.list_file("blobs", sorted(plan["blobs"])), dry_run=True))["items"]
+        would = self.execute(self.argv(self.list_file("blobs", sorted(plan["blobs"])), dry_run=True,
+                                       copy_links=True))["items"]
         to_send = dict((item["name"], plan["blobs"][item["name"]]) for item in would if item["name"] in plan["blobs"])
         for path in plan["forced"]:
             to_send[path] = plan["blobs"][path]

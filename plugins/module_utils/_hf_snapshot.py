@@ -32,7 +32,8 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import writ
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
 # The cache layout, manifest and progress file are shared with hf_mirror (one definition).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
-    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name)
+    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name,
+    shared_store_file)
 
 HASH_CHUNK = 8 << 20
 PROGRESS_INTERVAL = 1.0
@@ -513,6 +514,10 @@ def load_client(timeout):
     os.environ["HF_HUB_ETAG_TIMEOUT"] = str(timeout)
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    # 2.4 moves a Xet download into a store shared by every repo (<hub>/blobs/<xx>/<hash>) and links
+    # blobs/<etag> to it; on a refetch it links that entry again after checking only its size, so a
+    # corrupt entry would come back forever. Every blob this module fetches is a file of the repo's own.
+    os.environ["HF_HUB_DISABLE_SHARED_BLOBS"] = "1"
     try:
         import huggingface_hub  # pylint: disable=import-outside-toplevel
         from huggingface_hub.utils import filter_repo_objects  # pylint: disable=import-outside-toplevel
@@ -789,6 +794,11 @@ def _sync(run, params, check_mode):
     todo = [by_name[f["name"]] for f in failures]
     blobs = os.path.join(run.repo_dir, "blobs")
     for entry in todo:
+        store = shared_store_file(os.path.join(run.repo_dir, "blobs", blob_name(entry) or ""))
+        if store and entry["name"] in run.repaired:
+            run.warnings.append("%s linked to %s in huggingface_hub's shared store, which fails verification; this run "
+                                "fetches it into the repo's own blobs/ and leaves that store file to any other cached "
+                                "repo that links it" % (entry["name"], store))
         # Never trusted again: huggingface_hub keeps a snapshot link, and links an existing blob, as they are.
         remove_entry(run.repo_dir, params["revision"], entry)
         blob = stale_blob(run.repo_dir, entry, verify)

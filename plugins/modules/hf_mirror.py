@@ -22,6 +22,10 @@ description:
   - The worker gets the same cache layout, C(hub/models--org--name/blobs/<hash>) and
     C(snapshots/<revision>/<file>) as the same relative symlinks into C(blobs/); C(refs/) is not copied (everything
     addresses the snapshot by its sha).
+  - A blob that is itself a link into C(huggingface_hub)'s shared store (C(<cache_dir>/hub/blobs/<xx>/<hash>), where
+    C(huggingface_hub) 2.4 keeps Xet downloads unless C(HF_HUB_DISABLE_SHARED_BLOBS) is set) reaches the worker as a
+    regular file with its bytes (rsync C(--copy-links) in the blob passes), so the worker needs no store. Such a link
+    is followed only when it stays inside the head's cache; one leading elsewhere fails the task.
   - "Order: the directories (one run, which also fails fast when ssh or the worker's rsync does not work), a dry run
     that finds what the worker lacks by size and modification time, those blobs in up to O(streams) parallel rsync
     processes balanced by bytes (largest first), then the snapshot symlinks, and the manifests last, so a worker never

@@ -30,6 +30,14 @@ description:
   - huggingface_hub resumes an interrupted transfer within a run (HTTP Range, a few attempts), but discards
     the partial file once it gives up. A failed run keeps every file already fetched, so a rerun fetches only
     the rest, starting an interrupted file over.
+  - The client runs with C(HF_HUB_DISABLE_SHARED_BLOBS=1). C(huggingface_hub) 2.4 otherwise moves every Xet
+    download into a store shared by all cached repos (C(<cache_dir>/hub/blobs/<xx>/<hash>)) and makes the repo's
+    C(blobs/<hash>) a link to it; when that file is refetched, the client links the store entry again after
+    checking only its size, so a corrupt entry of the right size would never be repaired, and a copy of the cache
+    would carry links to bytes left behind. Every blob this module fetches is a regular file of the repo.
+  - A cache an earlier download left in the shared layout still verifies (links inside the cache are followed).
+    A file whose store entry fails verification is fetched into the repo's own C(blobs/); the store entry stays for
+    other repos that may link it, with a warning naming it.
   - The token (O(token)) never appears in the results, messages or files this module writes.
 attributes:
   check_mode:

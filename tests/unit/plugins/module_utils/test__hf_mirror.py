@@ -158,6 +158,30 @@ def test_plan_copies_a_regular_snapshot_file_as_it_is(tmp_path):
     assert plan["blobs"][rel] == len(data) and rel not in plan["links"]
 
 
+def test_plan_follows_a_blob_link_only_inside_the_cache(tmp_path):
+    doc = make_snapshot(tmp_path)
+    hub = tmp_path / "hub"
+    by_name = dict((row["name"], row) for row in doc["files"])
+    # A blob that links into huggingface_hub's shared store, inside the cache: sent (as its bytes).
+    shared = hub / "blobs" / "ab" / ("ab" + "0" * 62)
+    shared.parent.mkdir(parents=True)
+    blob = hub / folder("org/model") / "blobs" / by_name["model.safetensors"]["sha256"]
+    blob.rename(shared)
+    blob.symlink_to(os.path.relpath(str(shared), str(blob.parent)))
+    plan = hm.build_plan(str(hub), [{"repo_id": "org/model", "revision": REVISION}])
+    assert plan["blobs"]["%s/blobs/%s" % (folder("org/model"), blob.name)] == by_name["model.safetensors"]["size"]
+    # One that leads out of the cache is refused, naming it.
+    outside = tmp_path / "elsewhere"
+    outside.write_bytes(b'{"a": 1}\n')
+    small = hub / folder("org/model") / "blobs" / by_name["config.json"]["sha256"]
+    small.unlink()
+    small.symlink_to(str(outside))
+    with pytest.raises(hm.MirrorError) as info:
+        hm.build_plan(str(hub), [{"repo_id": "org/model", "revision": REVISION}])
+    assert "config.json: its blob %s/blobs/%s links to %s, outside the cache %s" % (
+        folder("org/model"), small.name, outside, hub) in str(info.value)
+
+
 # ---------------------------------------------------------------------------- balancing
 
 
