@@ -85,8 +85,10 @@ def args_for(cache, **over):
 
 
 def expected_tree(cache):
-    """What the worker must hold: the head's hub without refs/."""
-    return dict((path, entry) for path, entry in tree(cache["head"] / "hub").items() if "/refs/" not in path)
+    """What the worker must hold: the head's hub without refs/ and without the locks folder
+    (huggingface_hub's .locks, where the module also records its rsync processes)."""
+    return dict((path, entry) for path, entry in tree(cache["head"] / "hub").items()
+                if "/refs/" not in path and not path.startswith(".locks/"))
 
 
 def bytes_on_head(cache):
