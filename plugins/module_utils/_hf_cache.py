@@ -7,7 +7,7 @@ definition, so the writer and the copier can never disagree. Not a public API.
 
 huggingface_hub 2.4.0 (file_download.py, utils/_shared_blobs.py) also keeps Xet downloads in a
 store shared by every cached repo, ``<hub>/blobs/<xx>/<xet hash>``, with the repo's
-``blobs/<etag>`` a relative link to it."""
+``blobs/<etag>`` a relative link to it, and downloads into ``blobs/<etag>.<8 hex>.incomplete``."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +15,9 @@ __metaclass__ = type
 
 import os
 import re
+import stat
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._writers import open_paths
 
 # <cache>/hub/models--org--name/.glm53/<sha>.json: outside snapshots/, which the hub client's
 # cache scan would treat as corrupt.
@@ -111,3 +114,26 @@ def shared_store_file(blob):
     store = os.path.realpath(os.path.join(os.path.dirname(blob), "..", "..", "blobs"))
     return real if os.path.dirname(os.path.dirname(real)) == store else None
 
+
+def stale_partials(repo_dir):
+    """``[(name, bytes)]`` of huggingface_hub's temporary files in ``blobs/`` (``<etag>.<8 hex>.incomplete``,
+    older clients ``<etag>.incomplete``) that no process has open, nor the client's lock of their blob
+    (``<hub>/.locks/<repo folder>/<etag>.lock``, held through the final rename): a killed run leaves
+    them, and no later download reuses them (each takes a name of its own)."""
+    blobs = os.path.join(repo_dir, "blobs")
+    locks = os.path.join(os.path.dirname(repo_dir), ".locks", os.path.basename(repo_dir))
+    try:
+        names = sorted(n for n in os.listdir(blobs) if n.endswith(".incomplete"))
+    except OSError:
+        return []
+    files, sizes = {}, {}
+    for name in names:
+        try:
+            info = os.lstat(os.path.join(blobs, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            files[name] = (os.path.join(blobs, name), os.path.join(locks, name.split(".", 1)[0] + ".lock"))
+            sizes[name] = info.st_size
+    busy = open_paths([path for pair in files.values() for path in pair])
+    return [(name, sizes[name]) for name in sorted(files) if not set(files[name]) & busy]

@@ -33,7 +33,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_ful
 # The cache layout, manifest and progress file are shared with hf_mirror (one definition).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
     MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name,
-    shared_store_file)
+    shared_store_file, stale_partials)
 
 HASH_CHUNK = 8 << 20
 PROGRESS_INTERVAL = 1.0
@@ -577,6 +577,7 @@ class _Run(object):
         self.missing = []
         self.repaired = []
         self.downloaded = 0
+        self.partials = []
         self.warnings = []
 
     @property
@@ -595,10 +596,13 @@ class _Run(object):
             "missing": [m["name"] for m in self.missing],
             "missing_bytes": sum(m["size"] for m in self.missing),
             "repaired": list(self.repaired),
+            "removed_partials": [name for name, _size in self.partials],
+            "removed_partial_bytes": sum(size for _name, size in self.partials),
             "verified": verified,
             "manifest": self.manifest_path,
             "elapsed": round(time.monotonic() - self.started, 3),
-            "changed": bool(self.missing) if self.check_mode else bool(self.downloaded or self.repaired),
+            "changed": (bool(self.missing or self.partials) if self.check_mode
+                        else bool(self.downloaded or self.repaired or self.partials)),
             "warnings": self.warnings,
         }
 
@@ -671,6 +675,18 @@ class _Run(object):
         return verify_files(self.snap, files, verify, self.p["max_workers"],
                             counter=self.progress.add if hashed else None,
                             on_file=lambda: self.progress.add(0, 1))
+
+    def sweep_partials(self):
+        """Remove (in check mode, list) the temporary files a killed run left, before the space check."""
+        self.partials = stale_partials(self.repo_dir)
+        if self.check_mode:
+            return
+        for name, _size in self.partials:
+            try:
+                os.unlink(os.path.join(self.repo_dir, "blobs", name))
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    raise
 
     def write_manifest(self, verified_with):
         manifest = build_manifest(self.p["repo_id"], self.p["revision"], self.allow, self.ignore, self.files,
@@ -757,6 +773,8 @@ def sync(params, check_mode=False, load=load_client):
 
 def _sync(run, params, check_mode):
     verify = params["verify"]
+    if not params["offline"]:
+        run.sweep_partials()
     manifest, why = read_manifest(run.manifest_path, params["repo_id"], params["revision"])
     if manifest is not None and not same_selection(manifest, run.allow, run.ignore):
         manifest, why = None, ("it lists the files of allow_patterns %s and ignore_patterns %s, this task selects "

@@ -1,12 +1,14 @@
-"""dgx_spark.glm53.hf_snapshot on a cache others left: huggingface_hub 2.4's shared blob store
-(built here with the library's own utils/_shared_blobs.py). Run as a real module by
-``ansible`` with the real client against the lab hub.
+"""dgx_spark.glm53.hf_snapshot on caches others left: huggingface_hub 2.4's shared blob store
+(built here with the library's own utils/_shared_blobs.py), and the temporary files of a run
+that was killed. Run as a real module by ``ansible`` with the real client against the lab hub.
 
-What happened is judged from the hub's request log and the bytes and links on disk, never
-from the module's own figures alone.
+What happened is judged from the hub's request log, the bytes and links on disk and /proc,
+never from the module's own figures alone.
 """
 
+import hashlib
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -14,8 +16,10 @@ import sysconfig
 import pytest
 
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.modules.test_hf_snapshot import (
-    DFLASH, DFLASH_SHA, SMALL, Hub, args_for, assert_complete, gets, read, repo_dir, run_module, served, snapshot)
+    BIG, DFLASH, DFLASH_SHA, SMALL, Hub, args_for, assert_complete, gets, read, repo_dir, run_module, served, snapshot)
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.modules import test_hf_snapshot as _snapshot_tests
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import (
+    alive, cmdline, descendants, wait_until)
 
 _HOME_FIXTURE = _snapshot_tests.fixture_home  # the fixture `home`: an HF_HOME without a stored token
 
@@ -122,3 +126,52 @@ def test_a_snapshot_in_the_shared_layout_verifies_offline(xet_hub, tmp_path, hom
     rc, result, _text = run_module(args_for(xet_hub, cache, offline=True, verify="sha256"), home)
     assert rc == 0 and result["verified"] is True and result["changed"] is False, result
 
+
+def test_a_killed_run_leaves_partial_files_that_the_rerun_removes(tmp_path, home):
+    # Its own hub, slow, so the run is killed in the middle of the 12 MiB file, after the client
+    # wrote its first 10 MiB piece.
+    hub = Hub(str(tmp_path / "hub"), repos=[DFLASH], lfs_size=BIG).start()
+    cache = tmp_path / "cache"
+    blobs = os.path.join(repo_dir(cache, DFLASH), "blobs")
+    etag = hashlib.sha256(served(hub, DFLASH)[LFS]).hexdigest()
+    try:
+        hub.set_faults({"rate_bps": 4 << 20})
+        proc = run_module(args_for(hub, cache), home, background=True)
+
+        def partial():
+            names = os.listdir(blobs) if os.path.isdir(blobs) else []
+            return [n for n in names if n.startswith(etag) and n.endswith(".incomplete")
+                    and os.path.getsize(os.path.join(blobs, n)) >= 10 << 20]
+        left = wait_until(partial, 60)
+        assert left, "no partial file appeared"
+        module = [pid for pid in descendants(proc.pid) if "python" in os.path.basename((cmdline(pid) or [""])[0])
+                  and cmdline(pid)[-1].endswith("AnsiballZ_hf_snapshot.py")]
+        assert len(module) == 1, [cmdline(pid) for pid in descendants(proc.pid)]
+        # What Ansible's async limit does.
+        os.kill(module[0], signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert wait_until(lambda: not alive(module[0]), 10)
+        size = os.path.getsize(os.path.join(blobs, left[0]))
+        assert size > 0 and os.path.exists(os.path.join(blobs, left[0]))  # what the kill leaves
+
+        # A partial file someone still writes is kept.
+        busy = os.path.join(blobs, "f" * 64 + ".0123abcd.incomplete")
+        with open(busy, "wb") as handle:
+            handle.write(b"x" * 1000)
+        writer = subprocess.Popen(["sleep", "60"], stdout=open(busy, "ab"))  # pylint: disable=consider-using-with
+        try:
+            rc, checked, _text = run_module(args_for(hub, cache), home, check=True)
+            assert rc == 0 and checked["removed_partials"] == left and checked["removed_partial_bytes"] == size
+            assert os.path.exists(os.path.join(blobs, left[0]))  # check mode removes nothing
+
+            hub.set_faults({"rate_bps": None})
+            rc, result, _text = run_module(args_for(hub, cache), home)
+        finally:
+            writer.kill()
+            writer.wait()
+        assert rc == 0 and result["verified"] is True, result
+        assert (result["removed_partials"], result["removed_partial_bytes"]) == (left, size)
+        assert sorted(n for n in os.listdir(blobs) if n.endswith(".incomplete")) == [os.path.basename(busy)]
+        assert_complete(cache, hub, DFLASH, DFLASH_SHA)
+    finally:
+        hub.stop()
