@@ -22,6 +22,8 @@ shared bandwidth limit over all connections, injected connection drops, and a re
     POST /_lab/faults     {"drop": {"<file>": {"after_bytes": N, "times": 1, "reset": false}}, "rate_bps": N|null}
 
 In-process: Hub(root, host="127.0.0.1", port=0, rate_bps=None).start() ... .stop().
+Hub(..., xet_headers=True) also announces LFS files as Xet files (tests of the client's
+shared blob store; see xet_hash()).
 Standard library only (runs from lab/ with the controller's system python3).
 """
 
@@ -119,10 +121,15 @@ class Hub:
     repos: None (all lab repos), an iterable of repo ids (a subset of the catalog), or
         RepoSpec objects. bench: include glm53-lab/bench-1g. lfs_size: bytes of every LFS
         file instead of the lab sizes (small repos for fast unit tests).
-    rate_bps: shared bandwidth limit in bytes per second (None: unlimited)."""
+    rate_bps: shared bandwidth limit in bytes per second (None: unlimited).
+    xet_headers: resolve answers of LFS files carry X-Xet-Hash (xet_hash()) and an
+        X-Xet-Refresh-Route that is not served, as the Hub's do for Xet files. There is no
+        Xet storage: only a client without hf_xet downloads such a file (over plain HTTP)."""
 
-    def __init__(self, root, host="127.0.0.1", port=0, rate_bps=None, repos=None, bench=False, lfs_size=None, log=None):
+    def __init__(self, root, host="127.0.0.1", port=0, rate_bps=None, repos=None, bench=False, lfs_size=None, log=None,
+                 xet_headers=False):
         self.root = Path(root)
+        self.xet_headers = xet_headers
         self.host = host
         self.port = port
         self.initial_rate = rate_bps
@@ -540,6 +547,9 @@ class _Handler(BaseHTTPRequestHandler):
         if f.lfs:
             headers["X-Linked-Etag"] = f'"{f.sha256}"'
             headers["X-Linked-Size"] = str(f.size)
+            if self.hub.xet_headers:
+                headers["X-Xet-Hash"] = xet_hash(f.sha256)
+                headers["X-Xet-Refresh-Route"] = f"{self._base_url()}/api/models/{repo.repo_id}/xet-read-token/{sha}"
         if status == 206:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
         self.send_response(status)
@@ -611,6 +621,12 @@ class _Handler(BaseHTTPRequestHandler):
             extra["X-Error-Code"] = err.code
         extra["X-Error-Message"] = err.message
         self._send_json(err.status, {"error": err.message}, entry=entry, head=head, extra=extra)
+
+
+def xet_hash(sha256: str) -> str:
+    """The stand-in Xet hash of an LFS file: 64 hex like the real one (a Merkle hash of its
+    chunks, which the client treats as an opaque name), and unlike its sha256."""
+    return hashlib.sha256(b"lab-xet\0" + sha256.encode()).hexdigest()
 
 
 def _request_id() -> str:

@@ -56,7 +56,7 @@ def _read(handle):
     return handle.read().decode("utf-8", "replace")
 
 
-def run_with_timeout(argv, timeout, env=None, stdout_path=None):
+def run_with_timeout(argv, timeout, env=None, stdout_path=None, on_start=None):
     """Run ``argv`` with stdin from /dev/null, in a new session, for at most ``timeout`` seconds.
 
     Returns ``{rc, stdout, stderr, timed_out, command, timeout, error}``. ``rc`` is the
@@ -73,6 +73,9 @@ def run_with_timeout(argv, timeout, env=None, stdout_path=None):
     With ``stdout_path``, stdout goes to that file instead (created or emptied), so another
     thread can follow a long command's output while it runs (rsync's progress); it is still
     returned in ``stdout``.
+
+    ``on_start(pid)`` is called once the command runs, before the call waits for it (to
+    record it somewhere another process can find it).
     """
     argv = [str(arg) for arg in argv]
     result = {"rc": None, "stdout": "", "stderr": "", "timed_out": False, "command": command_string(argv),
@@ -85,6 +88,8 @@ def run_with_timeout(argv, timeout, env=None, stdout_path=None):
         except OSError as exc:
             result["error"] = "cannot run %s: %s" % (argv[0], os_error(exc))
             return result
+        if on_start is not None:
+            on_start(proc.pid)
         if not _reaped(proc, timeout):
             result["timed_out"] = True
             _signal_group(proc.pid, signal.SIGTERM)

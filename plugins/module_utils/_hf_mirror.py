@@ -9,12 +9,17 @@ The pure parts (file list from a manifest, stream balancing, rsync argv, parsing
 output, explaining its failures) are module-level functions; ``Mirror`` runs the passes:
 directories, a dry run of the blobs, the blobs in parallel streams, the snapshot symlinks,
 and the manifests last.
+
+Every rsync runs through ``_writers.Writers``: recorded under the head's cache while it runs,
+and dying with the module where the head has ``setpriv`` (util-linux), so a run killed by
+Ansible's async limit leaves no writer behind, or the next run ends it before its own start.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import posixpath
@@ -32,8 +37,18 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_ful
 # The cache layout, manifest and progress file hf_snapshot writes (one definition).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
     manifest_problem, manifest_rel, name_problem, progress_record, repo_folder_name)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._writers import WriterError, Writers
+
 STREAMS_RANGE = (1, 16)
 DEFAULT_SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+# Seconds without data before rsync gives up (--timeout; rsync passes it to the worker's rsync
+# too), and ssh's keepalive over about the same time: a dead link fails in well under a minute
+# instead of holding the copy until its deadline.
+IO_TIMEOUT = 30
+SERVER_ALIVE_COUNT = 3
+# The writers' record, under the head's hub directory: huggingface_hub's own .locks folder,
+# which its cache scan skips.
+RECORD_DIR = os.path.join(".locks", "dgx_spark.glm53")
 # --mkpath (create the worker's cache root when missing) needs rsync 3.2.3 on both ends.
 RSYNC_MIN_VERSION = (3, 2, 3)
 PROGRESS_INTERVAL = 1.0
@@ -87,6 +102,8 @@ EXIT_CODES = {
     255: "ssh failed (connection, authentication or host key)",
 }
 _DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\(28\)|\(122\)")
+# rsync's --timeout, and ssh's ServerAlive giving up: the peer went silent.
+_STALLED = re.compile(r"io timeout after \d+ seconds|Timeout, server \S+ not responding")
 _REMOTE_MISSING = re.compile(r"remote command not found|rsync: (?:command )?not found")
 
 
@@ -129,6 +146,26 @@ def ssh_command(options):
     return " ".join(["ssh"] + [shlex.quote(str(option)) for option in options])
 
 
+def keepalive_options(io_timeout):
+    """ssh options that end a session whose peer stopped answering after about ``io_timeout``
+    seconds. Put after the user's options: ssh keeps the first value it is given."""
+    interval = max(1, -(-io_timeout // SERVER_ALIVE_COUNT))
+    return ["-o", "ServerAliveInterval=%d" % interval, "-o", "ServerAliveCountMax=%d" % SERVER_ALIVE_COUNT]
+
+
+def link_address(target):
+    """The address in ``user@address`` (brackets of an IPv6 literal removed)."""
+    host = target.rsplit("@", 1)[-1]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def record_base(hub_dir, target, dest):
+    """Where the writers of copies to ``target:dest`` are recorded (one record per destination)."""
+    slug = re.sub(r"[^A-Za-z0-9_.@-]", "_", target or "local")[:64]
+    key = hashlib.sha1(("%s\0%s" % (target, dest)).encode("utf-8")).hexdigest()[:12]
+    return os.path.join(hub_dir, RECORD_DIR, "mirror-%s-%s" % (slug, key))
+
+
 def validate(params):
     """Every problem with the module's input, as messages naming the option; empty when fine."""
     errors = []
@@ -151,6 +188,8 @@ def validate(params):
         errors.append("streams must be between %d and %d, got %s" % (low, high, params.get("streams")))
     if not params.get("timeout") or params["timeout"] <= 0:
         errors.append("timeout must be a positive number of seconds, got %s" % params.get("timeout"))
+    if params.get("io_timeout") is not None and params["io_timeout"] < 1:
+        errors.append("io_timeout must be at least 1 second, got %s" % params["io_timeout"])
     if params.get("bwlimit") is not None and params["bwlimit"] < 1:
         errors.append("bwlimit must be at least 1 KiB/s when given, got %s" % params["bwlimit"])
     target = params.get("target") or ""
@@ -212,6 +251,15 @@ def snapshot_files(hub_dir, repo_id, revision, manifest):
                                 "huggingface_hub makes)" % (row["name"], target, folder))
                 continue
             link, data_rel, data_path = link_rel, "%s/blobs/%s" % (folder, os.path.basename(resolved)), resolved
+            if os.path.islink(data_path):
+                # huggingface_hub 2.4 keeps a Xet download in its shared store, <hub>/blobs/<xx>/<hash>, and makes
+                # blobs/<etag> a relative link to it (utils/_shared_blobs.py). The blob passes send the bytes
+                # (--copy-links), so only a link that stays inside this cache is followed.
+                real = os.path.realpath(data_path)
+                if os.path.commonpath([real, os.path.realpath(hub_dir)]) != os.path.realpath(hub_dir):
+                    problems.append("%s: its blob %s/blobs/%s links to %s, outside the cache %s" % (
+                        row["name"], folder, os.path.basename(resolved), os.readlink(data_path), hub_dir))
+                    continue
         try:
             info = os.stat(data_path)
         except OSError:
@@ -278,10 +326,16 @@ def balance(sizes, streams):
 
 
 def rsync_argv(rsync, files_from, source, dest, ssh=None, dry_run=False, ignore_times=False, bwlimit=None,
-               progress=False):
+               progress=False, copy_links=False, io_timeout=None):
     """One rsync run over a ``--files-from`` list. Never ``-z``: weights do not compress, and
-    the link is faster than the compressor."""
+    the link is faster than the compressor. ``copy_links`` sends what a link points at (the
+    blob passes: a blob may be a link into huggingface_hub's shared store); ``io_timeout``
+    ends a run that moves no data for that many seconds."""
     argv = [rsync, "-a", "--partial", "--inplace", "--mkpath", "--files-from=" + files_from, "--stats", OUT_FORMAT]
+    if copy_links:
+        argv.append("--copy-links")
+    if io_timeout:
+        argv.append("--timeout=%d" % io_timeout)
     if progress:
         argv.append("--info=progress2")
     if dry_run:
@@ -361,9 +415,10 @@ def _tail(text, lines=6):
     return " | ".join(kept[-lines:])
 
 
-def explain_failure(run, where, free=None, needed=None):
+def explain_failure(run, where, free=None, needed=None, address=None, io_timeout=None):
     """``(meaning, fix)`` for a failed rsync run. ``where`` names the worker (or local directory);
-    ``free`` and ``needed`` are bytes free at the destination and still to send, when known."""
+    ``free`` and ``needed`` are bytes free at the destination and still to send, when known;
+    ``address`` is the worker's link address and ``io_timeout`` rsync's --timeout."""
     rc, stderr = run.get("rc"), run.get("stderr") or ""
     if run.get("timed_out"):
         return ("it did not finish within %gs and was killed" % run["timeout"],
@@ -384,6 +439,11 @@ def explain_failure(run, where, free=None, needed=None):
         free_text = " (%s)" % ", ".join(figures) if figures else ""
         return meaning, ("the worker's disk under the destination is full%s: free space there or choose another "
                          "dest, then rerun (what was sent is kept)" % free_text)
+    if rc == 30 or _STALLED.search(stderr):
+        silent = "no data moved for %ss" % io_timeout if io_timeout else "the peer went silent"
+        return meaning, ("%s: the link to %s is down or the worker %s stopped answering: check the CX7 link on both "
+                         "nodes (ip link; the cx7_link preflight), then rerun to resume (what was sent is kept)"
+                         % (silent, address or where, where))
     if rc == 255 or "ssh:" in stderr or "Permission denied (publickey" in stderr:
         if "Host key verification failed" in stderr:
             fix = "the head does not know the worker's host key: add it to the head user's known_hosts"
@@ -505,21 +565,31 @@ class Progress(object):
 class Mirror(object):
     """One module run: ``run()`` returns the result or raises MirrorError."""
 
-    def __init__(self, params, rsync, check_mode=False):
+    def __init__(self, params, rsync, check_mode=False, setpriv=None):
         self.p = params
         self.rsync = rsync
+        self.setpriv = setpriv
         self.check_mode = check_mode
         self.target = params.get("target") or ""
+        self.io_timeout = params.get("io_timeout") or IO_TIMEOUT
+        self.address = link_address(self.target) if self.target else None
         self.where = self.target or "local directory %s" % params["dest"]
+        if self.target and params.get("node"):
+            self.where = "%s (%s)" % (params["node"], self.target)
         self.hub_dir = os.path.join(os.path.abspath(os.path.expanduser(params["cache_dir"])), "hub")
         self.dest = destination(self.target, params["dest"])
-        self.ssh = ssh_command(params["ssh_options"]) if self.target else None
+        self.ssh_options = list(params["ssh_options"]) + keepalive_options(self.io_timeout)
+        self.ssh = ssh_command(self.ssh_options) if self.target else None
         self.env = dict(os.environ, LC_ALL="C")  # English messages and ',' thousands for the parsers
         self.started = time.monotonic()
         self.deadline = self.started + params["timeout"]
         self.commands = []
         self.workdir = None
         self.needed = None  # bytes this run sends, once the dry run told
+        self.writers = Writers(record_base(self.hub_dir, self.target, params["dest"]), "copying to %s" % self.where,
+                               env=self.env)
+        self.ended = []
+        self.warnings = []
 
     def remaining(self):
         left = self.deadline - time.monotonic()
@@ -540,6 +610,25 @@ class Mirror(object):
             raise MirrorError("rsync %s on the head is too old: hf_mirror needs %s or later (--mkpath): upgrade rsync"
                               % (".".join(map(str, version)), ".".join(map(str, RSYNC_MIN_VERSION))))
 
+    def claim(self):
+        """Before writing anything: rsyncs that die with the module, recorded under the head's cache,
+        and whatever an earlier run to the same destination left running ended first."""
+        if not self.writers.use_pdeathsig(self.setpriv, [self.rsync, "--version"], PROBE_TIMEOUT):
+            self.warnings.append("setpriv --pdeathsig (util-linux) does not work on the head: an rsync of this copy "
+                                 "outlives the module if it is killed, until the next run ends it")
+        try:
+            self.ended = self.writers.claim()
+        except WriterError as exc:
+            raise MirrorError("cannot start copying to %s: %s" % (self.where, exc))
+        except (IOError, OSError) as exc:
+            raise MirrorError("cannot record the rsync processes of the copy to %s under %s: %s: check that this "
+                              "user may write the head's cache" % (self.where, os.path.dirname(exc.filename or "")
+                                                                   or self.hub_dir, exc))
+        if self.ended:
+            self.warnings.append("ended %d process(es) of an earlier copy to %s that still ran (pids %s) before "
+                                 "starting this one" % (len(self.ended), self.where,
+                                                        ", ".join(str(e["pid"]) for e in self.ended)))
+
     def list_file(self, name, paths):
         path = os.path.join(self.workdir, name)
         with open(path, "w") as handle:
@@ -547,19 +636,21 @@ class Mirror(object):
         return path
 
     def argv(self, list_path, **kwargs):
-        return rsync_argv(self.rsync, list_path, self.hub_dir + "/", self.dest, ssh=self.ssh, **kwargs)
+        return rsync_argv(self.rsync, list_path, self.hub_dir + "/", self.dest, ssh=self.ssh,
+                          io_timeout=self.io_timeout, **kwargs)
 
     def execute(self, argv, stdout_path=None):
         """Run one rsync; its output parsed, or MirrorError explaining the failure."""
         self.commands.append(list(argv))
-        run = run_with_timeout(argv, self.remaining(), env=self.env, stdout_path=stdout_path)
+        run = self.writers.run(argv, self.remaining(), stdout_path=stdout_path)
         if run["rc"] != 0:
             raise MirrorError(self.failure(run))
         return {"items": parse_items(run["stdout"]), "stats": parse_stats(run["stdout"])}
 
     def failure(self, run):
         free = self.free_bytes() if _DISK_FULL.search(run.get("stderr") or "") else None
-        meaning, fix = explain_failure(run, self.where, free, self.needed)
+        meaning, fix = explain_failure(run, self.where, free, self.needed, address=self.address,
+                                       io_timeout=self.io_timeout)
         return "copying to %s failed (%s): %s. rsync said: %s. Command: %s" % (
             self.where, meaning, fix, _tail(run.get("stderr")) or "nothing", run["command"])
 
@@ -568,7 +659,7 @@ class Mirror(object):
         path = self.dest.split(":", 1)[1] if self.target else self.dest
         command = "df -P -B1 -- %s" % shlex.quote(path or ".")
         argv = ["sh", "-c", command] if not self.target else (
-            ["ssh"] + list(self.p["ssh_options"]) + [self.target, command])
+            ["ssh"] + self.ssh_options + [self.target, command])
         run = run_with_timeout(argv, PROBE_TIMEOUT, env=self.env)
         rows = [line.split() for line in run["stdout"].splitlines()[1:] if line.strip()]
         if run["rc"] != 0 or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
@@ -583,7 +674,7 @@ class Mirror(object):
         timeout = self.remaining()
         for index, paths in enumerate(lists):
             argv = self.argv(self.list_file("blobs-%d" % index, paths), ignore_times=bool(forced & set(paths)),
-                             bwlimit=bwlimit, progress=True)
+                             bwlimit=bwlimit, progress=True, copy_links=True)
             out = os.path.join(self.workdir, "stream-%d.out" % index)
             tails.append(OutputTail(out))
             self.commands.append(argv)
@@ -606,7 +697,7 @@ class Mirror(object):
         return len(lists), sent, items
 
     def _stream(self, runs, index, argv, out, timeout):
-        runs[index] = run_with_timeout(argv, timeout, env=self.env, stdout_path=out)
+        runs[index] = self.writers.run(argv, timeout, stdout_path=out)
 
     def run(self):
         self.check_rsync()
@@ -614,6 +705,8 @@ class Mirror(object):
         bytes_total = sum(plan["blobs"].values()) + sum(plan["manifests"].values())
         files_total = len(plan["blobs"]) + len(plan["manifests"])
         progress = Progress(None if self.check_mode else self.p.get("progress_file"), bytes_total, files_total)
+        if not self.check_mode:  # a dry run writes nothing, so it ends nothing either
+            self.claim()
         self.workdir = tempfile.mkdtemp(prefix="glm53-hf-mirror-")
         try:
             progress.start()
@@ -623,6 +716,7 @@ class Mirror(object):
             raise
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            self.writers.release()
         progress.finish("done", complete=True)
         elapsed = time.monotonic() - self.started
         result.update({
@@ -635,7 +729,8 @@ class Mirror(object):
             "target": self.target,
             "destination": self.dest,
             "commands": self.commands,
-            "warnings": plan["warnings"],
+            "ended_writers": self.ended,
+            "warnings": plan["warnings"] + self.warnings,
         })
         return result
 
@@ -645,7 +740,8 @@ class Mirror(object):
         # It also fails fast, before any stream starts, when ssh or the worker's rsync does not work.
         made = self.execute(self.argv(self.list_file("dirs", plan["dirs"]), dry_run=dry))["items"]
         # What the worker lacks, by size and time; forced files are re-sent whatever it says.
-        would = self.execute(self.argv(self.list_file("blobs", sorted(plan["blobs"])), dry_run=True))["items"]
+        would = self.execute(self.argv(self.list_file("blobs", sorted(plan["blobs"])), dry_run=True,
+                                       copy_links=True))["items"]
         to_send = dict((item["name"], plan["blobs"][item["name"]]) for item in would if item["name"] in plan["blobs"])
         for path in plan["forced"]:
             to_send[path] = plan["blobs"][path]

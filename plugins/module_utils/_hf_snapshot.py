@@ -32,7 +32,8 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import writ
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
 # The cache layout, manifest and progress file are shared with hf_mirror (one definition).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
-    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name)
+    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name,
+    shared_store_file, stale_partials)
 
 HASH_CHUNK = 8 << 20
 PROGRESS_INTERVAL = 1.0
@@ -513,6 +514,10 @@ def load_client(timeout):
     os.environ["HF_HUB_ETAG_TIMEOUT"] = str(timeout)
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    # 2.4 moves a Xet download into a store shared by every repo (<hub>/blobs/<xx>/<hash>) and links
+    # blobs/<etag> to it; on a refetch it links that entry again after checking only its size, so a
+    # corrupt entry would come back forever. Every blob this module fetches is a file of the repo's own.
+    os.environ["HF_HUB_DISABLE_SHARED_BLOBS"] = "1"
     try:
         import huggingface_hub  # pylint: disable=import-outside-toplevel
         from huggingface_hub.utils import filter_repo_objects  # pylint: disable=import-outside-toplevel
@@ -572,6 +577,7 @@ class _Run(object):
         self.missing = []
         self.repaired = []
         self.downloaded = 0
+        self.partials = []
         self.warnings = []
 
     @property
@@ -590,10 +596,13 @@ class _Run(object):
             "missing": [m["name"] for m in self.missing],
             "missing_bytes": sum(m["size"] for m in self.missing),
             "repaired": list(self.repaired),
+            "removed_partials": [name for name, _size in self.partials],
+            "removed_partial_bytes": sum(size for _name, size in self.partials),
             "verified": verified,
             "manifest": self.manifest_path,
             "elapsed": round(time.monotonic() - self.started, 3),
-            "changed": bool(self.missing) if self.check_mode else bool(self.downloaded or self.repaired),
+            "changed": (bool(self.missing or self.partials) if self.check_mode
+                        else bool(self.downloaded or self.repaired or self.partials)),
             "warnings": self.warnings,
         }
 
@@ -666,6 +675,18 @@ class _Run(object):
         return verify_files(self.snap, files, verify, self.p["max_workers"],
                             counter=self.progress.add if hashed else None,
                             on_file=lambda: self.progress.add(0, 1))
+
+    def sweep_partials(self):
+        """Remove (in check mode, list) the temporary files a killed run left, before the space check."""
+        self.partials = stale_partials(self.repo_dir)
+        if self.check_mode:
+            return
+        for name, _size in self.partials:
+            try:
+                os.unlink(os.path.join(self.repo_dir, "blobs", name))
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    raise
 
     def write_manifest(self, verified_with):
         manifest = build_manifest(self.p["repo_id"], self.p["revision"], self.allow, self.ignore, self.files,
@@ -752,6 +773,8 @@ def sync(params, check_mode=False, load=load_client):
 
 def _sync(run, params, check_mode):
     verify = params["verify"]
+    if not params["offline"]:
+        run.sweep_partials()
     manifest, why = read_manifest(run.manifest_path, params["repo_id"], params["revision"])
     if manifest is not None and not same_selection(manifest, run.allow, run.ignore):
         manifest, why = None, ("it lists the files of allow_patterns %s and ignore_patterns %s, this task selects "
@@ -789,6 +812,11 @@ def _sync(run, params, check_mode):
     todo = [by_name[f["name"]] for f in failures]
     blobs = os.path.join(run.repo_dir, "blobs")
     for entry in todo:
+        store = shared_store_file(os.path.join(run.repo_dir, "blobs", blob_name(entry) or ""))
+        if store and entry["name"] in run.repaired:
+            run.warnings.append("%s linked to %s in huggingface_hub's shared store, which fails verification; this run "
+                                "fetches it into the repo's own blobs/ and leaves that store file to any other cached "
+                                "repo that links it" % (entry["name"], store))
         # Never trusted again: huggingface_hub keeps a snapshot link, and links an existing blob, as they are.
         remove_entry(run.repo_dir, params["revision"], entry)
         blob = stale_blob(run.repo_dir, entry, verify)

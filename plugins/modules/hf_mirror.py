@@ -22,6 +22,10 @@ description:
   - The worker gets the same cache layout, C(hub/models--org--name/blobs/<hash>) and
     C(snapshots/<revision>/<file>) as the same relative symlinks into C(blobs/); C(refs/) is not copied (everything
     addresses the snapshot by its sha).
+  - A blob that is itself a link into C(huggingface_hub)'s shared store (C(<cache_dir>/hub/blobs/<xx>/<hash>), where
+    C(huggingface_hub) 2.4 keeps Xet downloads unless C(HF_HUB_DISABLE_SHARED_BLOBS) is set) reaches the worker as a
+    regular file with its bytes (rsync C(--copy-links) in the blob passes), so the worker needs no store. Such a link
+    is followed only when it stays inside the head's cache; one leading elsewhere fails the task.
   - "Order: the directories (one run, which also fails fast when ssh or the worker's rsync does not work), a dry run
     that finds what the worker lacks by size and modification time, those blobs in up to O(streams) parallel rsync
     processes balanced by bytes (largest first), then the snapshot symlinks, and the manifests last, so a worker never
@@ -31,6 +35,13 @@ description:
     where it stopped on the next run.
   - Every rsync runs in its own process group with the time left of O(timeout), and is killed with its group when
     that passes.
+  - A worker or link that stops answering fails the copy after about O(io_timeout) seconds (rsync C(--timeout), ssh
+    C(ServerAliveInterval) and C(ServerAliveCountMax)), naming the worker and its link address.
+  - Every rsync of a run is recorded (pid and start time) in
+    C(<cache_dir>/hub/.locks/dgx_spark.glm53/mirror-<target>-<key>.json) under a lock held for the whole run, and
+    dies with the module (C(setpriv --pdeathsig KILL) from util-linux) even when Ansible's async limit kills it.
+    A run first ends what an earlier run to the same O(target) and O(dest) left running, including that run itself
+    when its play was interrupted, so two runs never write the same files (RV(ended_writers)).
 attributes:
   check_mode:
     support: full
@@ -121,6 +132,17 @@ options:
     description: Seconds the whole copy may take; every rsync gets the time left and is killed when it runs out.
     type: int
     default: 14400
+  io_timeout:
+    description:
+      - Seconds without data after which a copy fails (rsync C(--timeout), passed to the worker's rsync too; ssh
+        keepalives every C(io_timeout / 3) seconds, 3 missed end the session). A dead link fails within about this
+        time instead of at O(timeout).
+      - The ssh keepalive is added after O(ssh_options), so a C(ServerAliveInterval) given there wins.
+    type: int
+    default: 30
+  node:
+    description: The worker's name (its inventory name), used in messages beside O(target).
+    type: str
   bwlimit:
     description:
       - Most KiB/s for the whole copy; each of the N streams gets C(bwlimit / N) (rsync C(--bwlimit)).
@@ -136,6 +158,8 @@ notes:
   - RV(commands) show the temporary C(--files-from) lists they used; those are removed when the task ends.
   - C(--inplace) rewrites a changed or forced file where it is; do not mirror to a worker whose engine has those
     weights open.
+  - Without a working C(setpriv) on the head (util-linux 2.33 or later) the rsync processes outlive a killed module
+    until the next run ends them; the task warns.
 seealso:
   - name: rsync(1)
     description: The options used, and the exit codes.
@@ -154,6 +178,7 @@ EXAMPLES = r"""
       - repo_id: brandonmusic/GLM-5.3-Flash-tr3-4bpw
         revision: 5ab363a8c0ffee0000000000000000000000beef
     target: spark@198.18.1.11
+    node: spark-worker
     dest: ~/.cache/huggingface
     progress_file: ~/.local/state/glm53/progress-mirror-spark-worker.json
   delegate_to: spark-head
@@ -247,14 +272,25 @@ destination:
   returned: always
   type: str
   sample: spark@198.18.1.11:.cache/huggingface/hub/
+ended_writers:
+  description:
+    - Processes of an earlier run to the same destination that still ran and were ended before this run started
+      (SIGTERM, then SIGKILL after 5 seconds), as C(pid) and C(command). Empty in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pid: 48213, command: "/usr/bin/rsync -a --partial --inplace ..."}]
 commands:
-  description: Every rsync run, as its argument list, in the order started.
+  description:
+    - Every rsync run, as its argument list, in the order started.
+    - Each ran under C(setpriv --pdeathsig KILL --) when the head has it (not shown).
   returned: always
   type: list
   elements: list
   sample:
     - [/usr/bin/rsync, -a, --partial, --inplace, --mkpath, --files-from=/tmp/glm53-hf-mirror-x1/dirs, --stats,
-       "--out-format=GLM53-ITEM %i %l %n", -e, ssh -o BatchMode=yes -o ConnectTimeout=10,
+       "--out-format=GLM53-ITEM %i %l %n", --timeout=30, -e,
+       ssh -o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=3,
        /home/spark/.cache/huggingface/hub/, "spark@198.18.1.11:.cache/huggingface/hub/"]
 """
 
@@ -283,6 +319,8 @@ ARGUMENT_SPEC = dict(
     )),
     progress_file=dict(type="path"),
     timeout=dict(type="int", default=14400),
+    io_timeout=dict(type="int", default=30),
+    node=dict(type="str"),
     bwlimit=dict(type="int"),
 )
 
@@ -294,7 +332,8 @@ def main():
         module.fail_json(msg="; ".join(errors))
     result, error = None, None
     try:
-        result = Mirror(module.params, module.get_bin_path("rsync"), check_mode=module.check_mode).run()
+        result = Mirror(module.params, module.get_bin_path("rsync"), check_mode=module.check_mode,
+                        setpriv=module.get_bin_path("setpriv")).run()
     except MirrorError as exc:
         error = str(exc)
     # Outside the except block: ansible-core 2.19 records an exception being handled

@@ -30,6 +30,17 @@ description:
   - huggingface_hub resumes an interrupted transfer within a run (HTTP Range, a few attempts), but discards
     the partial file once it gives up. A failed run keeps every file already fetched, so a rerun fetches only
     the rest, starting an interrupted file over.
+  - A killed run leaves the client's temporary files (C(blobs/<hash>.<id>.incomplete)), which no later download
+    reuses. Unless O(offline=true), every run removes those that no process has open (nor the client's lock of
+    their blob), before the space check (RV(removed_partials)).
+  - The client runs with C(HF_HUB_DISABLE_SHARED_BLOBS=1). C(huggingface_hub) 2.4 otherwise moves every Xet
+    download into a store shared by all cached repos (C(<cache_dir>/hub/blobs/<xx>/<hash>)) and makes the repo's
+    C(blobs/<hash>) a link to it; when that file is refetched, the client links the store entry again after
+    checking only its size, so a corrupt entry of the right size would never be repaired, and a copy of the cache
+    would carry links to bytes left behind. Every blob this module fetches is a regular file of the repo.
+  - A cache an earlier download left in the shared layout still verifies (links inside the cache are followed).
+    A file whose store entry fails verification is fetched into the repo's own C(blobs/); the store entry stays for
+    other repos that may link it, with a warning naming it.
   - The token (O(token)) never appears in the results, messages or files this module writes.
 attributes:
   check_mode:
@@ -210,6 +221,19 @@ missing_bytes:
   returned: always
   type: int
   sample: 4294967296
+removed_partials:
+  description:
+    - Temporary files of the client (C(<hash>.<id>.incomplete) under C(blobs/)) that no process had open, removed
+      before the space check. In check mode, the ones that would be. Always empty with O(offline=true).
+  returned: always
+  type: list
+  elements: str
+  sample: [0c8d9c2e4b1f7a6d5e3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e.5f2a9c1d.incomplete]
+removed_partial_bytes:
+  description: Total size of RV(removed_partials).
+  returned: always
+  type: int
+  sample: 2147483648
 repaired:
   description:
     - Files of RV(missing) that were present but failed verification; removed and fetched again.

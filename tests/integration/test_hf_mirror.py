@@ -10,12 +10,18 @@ the worker with sha256sum and readlink as `spark`, never from the module's figur
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 import uuid
 
 import pytest
 
 import lab_faults
 from lab_faults import HEAD, WORKER
+
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import cmdline, descendants
 
 PLAYBOOK = "tests/integration/hf_mirror/mirror.yml"
 TASK = "Mirror"
@@ -148,3 +154,123 @@ def test_a_full_worker_disk_reports_the_free_bytes(run_playbook, snapshot):
     assert "bytes free there now, this copy sends %d bytes)" % (32 * MIB) in msg, msg
     # Two streams of one 16 MiB file each: neither fits in 8 MiB, so both fail, every time.
     assert "(2 of 2 streams failed; the first is shown)" in msg and msg.count("Command: ") == 1, msg
+
+
+LINK = "enp1s0f1np1"  # the worker's netdev of 198.18.1.11 (lab/README.md)
+
+
+def _when_copying(worker_repo: str, action, seconds: float = 90) -> threading.Thread:
+    """Run `action()` in a thread once the worker holds some bytes of a blob and a stream rsync
+    (given --bwlimit) runs on the head; `action` gets that rsync's parent, the module."""
+    def watch():
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            sent = as_spark(WORKER, f"find {worker_repo}/blobs -type f -size +0 2>/dev/null | head -1",
+                            check=False).stdout.strip()
+            stream = "r=$(pgrep -u spark -f -- '--bwlimit=' | head -1); [ -n \"$r\" ] && ps -o ppid= -p $r"
+            module = as_spark(HEAD, stream, check=False).stdout.strip()
+            if sent and module:
+                action(int(module))
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def _rsync_pids(node: str) -> str:
+    return as_spark(node, "pgrep -u spark -x rsync", check=False).stdout.strip()
+
+
+def _until_no_rsync(seconds: float) -> dict:
+    """{node: pids} of spark's rsync processes still running after up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = {node: _rsync_pids(node) for node in (HEAD, WORKER)}
+        if not any(left.values()) or time.monotonic() >= deadline:
+            return {node: pids for node, pids in left.items() if pids}
+        time.sleep(0.5)
+
+
+def _kill_the_play(ident: str) -> int:
+    """SIGKILL the ansible-playbook of this test's run (ansible-runner starts it in a session of
+    its own) with its whole process group, as Ctrl-C reaches the foreground group. Its pid."""
+    for pid in descendants(os.getpid()):
+        args = cmdline(pid)
+        if any(arg.endswith("ansible-playbook") for arg in args) and any(ident in arg for arg in args):
+            group = os.getpgid(pid)
+            assert group != os.getpgid(0)
+            os.killpg(group, signal.SIGKILL)
+            return pid
+    raise AssertionError("no ansible-playbook of %s under this test" % ident)
+
+
+@pytest.mark.parametrize("killed", ["module", "play"])
+def test_a_killed_copy_leaves_no_writer_and_the_rerun_completes(run_playbook, snapshot, killed):
+    """module: the module on the head gets SIGKILL, as from Ansible's async limit; its rsyncs die with
+    it. play: the controller dies, the module on the head copies on; the rerun ends it first."""
+    worker_repo = f"{HOME}/.cache/huggingface/hub/{snapshot['folder']}"
+    ident = f"hf-mirror-killed-{killed}"
+    modules = []
+
+    def kill(module: int) -> None:
+        modules.append(module)
+        if killed == "module":
+            lab_faults.sh(HEAD, f"kill -KILL {module}")
+        else:
+            _kill_the_play(ident)
+
+    # 32 MiB at 2 MiB/s: about 16 s, killed within the first seconds.
+    watcher = _when_copying(worker_repo, kill)
+    result = run_playbook(PLAYBOOK, extravars=dict(snapshot["vars"], mirror_bwlimit=2048), ident=ident,
+                          expect_success=False)
+    watcher.join()
+    assert modules, "the copy was never seen running on the head"
+    assert result.status != "successful"
+    if killed == "module":
+        # No writer left on either node: the head's rsyncs died with the module, the worker's with their ssh.
+        assert _until_no_rsync(10) == {}
+    else:
+        time.sleep(2)
+        running = lab_faults.sh(HEAD, f"ps -o pid= -p {modules[0]}", check=False).stdout.strip()
+        assert running and _rsync_pids(HEAD), "the module no longer ran on the head after the play was killed"
+
+    again = mirror(run_playbook, snapshot["vars"], f"{ident}-rerun")
+    assert again["changed"] is True, again
+    assert [w["pid"] for w in again["ended_writers"]][:1] == ([] if killed == "module" else modules), again
+    assert _until_no_rsync(10) == {}
+    head_files = [line for line in listing(HEAD, snapshot["head_repo"]) if not line.startswith("f ./refs/")]
+    assert listing(WORKER, worker_repo) == head_files
+    again = mirror(run_playbook, snapshot["vars"], f"{ident}-again")
+    assert again["changed"] is False and again["bytes_copied"] == 0, again
+
+
+def test_a_dead_link_fails_the_copy_within_a_minute_naming_the_worker_and_its_address(run_playbook, snapshot):
+    worker_repo = f"{HOME}/.cache/huggingface/hub/{snapshot['folder']}"
+    fault = lab_faults.link_down(WORKER, LINK)
+    downed = []
+
+    def pull_the_cable(_module: int) -> None:
+        fault.__enter__()  # pylint: disable=unnecessary-dunder-call  # applied mid-copy, undone below
+        downed.append(time.monotonic())
+
+    # 32 MiB at 1 MiB/s: about 32 s, cut within the first seconds.
+    watcher = _when_copying(worker_repo, pull_the_cable)
+    try:
+        result = run_playbook(PLAYBOOK, extravars=dict(snapshot["vars"], mirror_bwlimit=1024, mirror_node=WORKER),
+                              ident="hf-mirror-link-down", expect_success=False)
+        ended = time.monotonic()
+        watcher.join()
+    finally:
+        fault.undo()
+    assert downed, "the copy was never seen running on the head"
+    # rsync --timeout and ssh's keepalive are 30 s; ansible adds its own seconds.
+    assert ended - downed[0] < 75, ended - downed[0]
+    res = result.task_results(TASK)[HEAD]
+    assert res["_event"] == "runner_on_failed"
+    msg = res["msg"]
+    assert msg.startswith(f"copying to {WORKER} ({TARGET}) failed (exit "), msg
+    assert f"the link to 198.18.1.11 is down or the worker {WORKER} ({TARGET}) stopped answering" in msg, msg
+    # The worker's rsync ends by its own --timeout once the link is back.
+    assert _until_no_rsync(45) == {}

@@ -1,6 +1,7 @@
 """Process helpers for the tests that run real commands: measured here, around the
 calls, never taken from the results under test."""
 
+import os
 import time
 
 
@@ -19,3 +20,46 @@ def timed(func, *args, **kwargs):
     started = time.monotonic()
     result = func(*args, **kwargs)
     return result, time.monotonic() - started
+
+
+def parent(pid):
+    """The parent's pid, or None when the process is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (IOError, OSError, IndexError, ValueError):
+        return None
+
+
+def cmdline(pid):
+    """The process's argv, or [] when it is gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return [arg.decode("utf-8", "replace") for arg in handle.read().split(b"\0") if arg]
+    except (IOError, OSError):
+        return []
+
+
+def descendants(pid):
+    """Pids of the live processes below ``pid`` (children, their children, ...)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            found = parent(int(entry))
+            if found is not None:
+                parents[int(entry)] = found
+    below, frontier = set(), {pid}
+    while frontier:
+        frontier = set(child for child, up in parents.items() if up in frontier) - below
+        below |= frontier
+    return sorted(p for p in below if alive(p))
+
+
+def wait_until(condition, seconds, step=0.05):
+    """Poll ``condition()`` until it returns something true or ``seconds`` pass; its last value."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(step)

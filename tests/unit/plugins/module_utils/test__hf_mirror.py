@@ -158,6 +158,30 @@ def test_plan_copies_a_regular_snapshot_file_as_it_is(tmp_path):
     assert plan["blobs"][rel] == len(data) and rel not in plan["links"]
 
 
+def test_plan_follows_a_blob_link_only_inside_the_cache(tmp_path):
+    doc = make_snapshot(tmp_path)
+    hub = tmp_path / "hub"
+    by_name = dict((row["name"], row) for row in doc["files"])
+    # A blob that links into huggingface_hub's shared store, inside the cache: sent (as its bytes).
+    shared = hub / "blobs" / "ab" / ("ab" + "0" * 62)
+    shared.parent.mkdir(parents=True)
+    blob = hub / folder("org/model") / "blobs" / by_name["model.safetensors"]["sha256"]
+    blob.rename(shared)
+    blob.symlink_to(os.path.relpath(str(shared), str(blob.parent)))
+    plan = hm.build_plan(str(hub), [{"repo_id": "org/model", "revision": REVISION}])
+    assert plan["blobs"]["%s/blobs/%s" % (folder("org/model"), blob.name)] == by_name["model.safetensors"]["size"]
+    # One that leads out of the cache is refused, naming it.
+    outside = tmp_path / "elsewhere"
+    outside.write_bytes(b'{"a": 1}\n')
+    small = hub / folder("org/model") / "blobs" / by_name["config.json"]["sha256"]
+    small.unlink()
+    small.symlink_to(str(outside))
+    with pytest.raises(hm.MirrorError) as info:
+        hm.build_plan(str(hub), [{"repo_id": "org/model", "revision": REVISION}])
+    assert "config.json: its blob %s/blobs/%s links to %s, outside the cache %s" % (
+        folder("org/model"), small.name, outside, hub) in str(info.value)
+
+
 # ---------------------------------------------------------------------------- balancing
 
 
@@ -200,6 +224,21 @@ def test_rsync_argv_never_compresses_and_goes_to_the_home_relative_dest():
     assert argv[-2:] == ["/home/spark/.cache/huggingface/hub/", "spark@198.18.1.11:.cache/huggingface/hub/"]
     local = hm.rsync_argv("rsync", "/tmp/l", "/a/hub/", "/b/hub/", dry_run=True)
     assert "-e" not in local and "--dry-run" in local and "--ignore-times" not in local
+
+
+def test_blob_passes_send_what_links_point_at_and_every_run_has_an_io_timeout():
+    argv = hm.rsync_argv("rsync", "/tmp/l", "/a/hub/", "w:hub/", ssh="ssh", copy_links=True, io_timeout=30)
+    assert "--copy-links" in argv and "--timeout=30" in argv
+    plain = hm.rsync_argv("rsync", "/tmp/l", "/a/hub/", "w:hub/", ssh="ssh", io_timeout=7)
+    assert "--copy-links" not in plain and "--timeout=7" in plain
+
+
+def test_ssh_keepalive_ends_a_silent_session_in_about_the_io_timeout():
+    assert hm.keepalive_options(30) == ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+    assert hm.keepalive_options(4) == ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"]
+    assert hm.keepalive_options(1) == ["-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=3"]
+    assert hm.link_address("spark@198.18.1.11") == "198.18.1.11"
+    assert hm.link_address("spark@[fd00::11]") == "fd00::11" and hm.link_address("198.18.1.11") == "198.18.1.11"
 
 
 def test_ssh_command_quotes_options_as_rsync_splits_them():
@@ -341,6 +380,18 @@ def test_items_of_a_push_to_a_remote_rsync_count_as_sent(tmp_path):
         assert all(item["flags"].startswith("<f") for item in items if item["name"] in plan["blobs"]), items
         assert dict((i["name"], i["size"]) for i in items if hm.sends(i)) == plan["blobs"]
     assert hm.parse_stats(outputs[1])["transferred_size"] == doc["bytes"]
+
+
+@pytest.mark.parametrize("rc, stderr", [
+    (30, "[sender] io timeout after 30 seconds -- exiting\nrsync error: timeout in data send/receive (code 30)"),
+    (255, "Timeout, server 198.18.1.11 not responding.\r\nrsync: connection unexpectedly closed (0 bytes)"),
+])
+def test_a_silent_peer_names_the_worker_and_its_link_address(rc, stderr):
+    meaning, fix = hm.explain_failure({"rc": rc, "stderr": stderr}, "spark-worker (spark@198.18.1.11)",
+                                      address="198.18.1.11", io_timeout=30)
+    assert meaning == "exit %d: %s" % (rc, hm.EXIT_CODES[rc])
+    assert fix.startswith("no data moved for 30s: the link to 198.18.1.11 is down or the worker spark-worker "
+                          "(spark@198.18.1.11) stopped answering: check the CX7 link on both nodes"), fix
 
 
 @pytest.mark.parametrize("rc, stderr, expected", [

@@ -4,6 +4,7 @@ fake Hugging Face cache with the real rsync to a local destination (``target: ''
 What the worker holds is read here with hf_cache.tree (sha256 of every file, links as
 they are), never with the module's own figures."""
 
+import hashlib
 import json
 import os
 import re
@@ -33,20 +34,29 @@ MIB = 1 << 20
 DRAFTER_REVISION = "7d74cdd8" + "1" * 32
 
 
-def run_module(args, check=False):
-    """Run the module through ansible with the JSON callback; return (exit code, the host's result)."""
+def run_module(args, check=False, module=MODULE, background=False, path=None):
+    """Run the module through ansible with the JSON callback; return (exit code, the host's result),
+    or the Popen with ``background`` (read it with ``parse``). ``path`` goes first in PATH."""
     command = [os.path.join(BIN, "ansible"), "localhost", "-i", "localhost,", "-c", "local",
-               "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-m", MODULE, "-a", json.dumps(args)]
+               "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-m", module, "-a", json.dumps(args)]
     if check:
         command.append("--check")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    if path:
+        env["PATH"] = path + os.pathsep + env.get("PATH", "")
+    if background:
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return parse(proc.returncode, proc.stdout, proc.stderr)
+
+
+def parse(returncode, stdout, stderr):
     try:
-        report = json.loads(proc.stdout)
+        report = json.loads(stdout)
     except ValueError:
-        pytest.fail("ansible printed no JSON (rc %d): %s %s" % (proc.returncode, proc.stdout, proc.stderr))
-    return proc.returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        pytest.fail("ansible printed no JSON (rc %d): %s %s" % (returncode, stdout, stderr))
+    return returncode, report["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
 @pytest.fixture
@@ -75,8 +85,10 @@ def args_for(cache, **over):
 
 
 def expected_tree(cache):
-    """What the worker must hold: the head's hub without refs/."""
-    return dict((path, entry) for path, entry in tree(cache["head"] / "hub").items() if "/refs/" not in path)
+    """What the worker must hold: the head's hub without refs/ and without the locks folder
+    (huggingface_hub's .locks, where the module also records its rsync processes)."""
+    return dict((path, entry) for path, entry in tree(cache["head"] / "hub").items()
+                if "/refs/" not in path and not path.startswith(".locks/"))
 
 
 def bytes_on_head(cache):
@@ -203,3 +215,47 @@ def test_bad_options_fail_before_anything_runs(cache):
     assert rc != 0
     assert "streams must be between 1 and 16, got 0" in result["msg"]
     assert "dest must be an absolute path or start with ~/" in result["msg"]
+
+
+def to_shared_store(hub_dir, docs):
+    """Lay the head's blobs out as huggingface_hub 2.4 leaves a Xet download, with its own
+    function: the bytes in the shared store <hub>/blobs/<xx>/<hash>, blobs/<etag> a relative
+    link there. Returns {repo blob path: store path}."""
+    from huggingface_hub.utils._shared_blobs import (  # pylint: disable=import-outside-toplevel
+        publish_blob_to_shared_store, shared_blob_path)
+    moved = {}
+    for doc in docs:
+        for row in doc["files"]:
+            blob = os.path.join(str(hub_dir), folder(doc["repo_id"]), "blobs", row["sha256"])
+            # A stand-in Xet hash: 64 hex, not the sha256 (the store names files by their Xet hash).
+            xet = hashlib.sha256(b"xet\0" + row["sha256"].encode()).hexdigest()
+            assert publish_blob_to_shared_store(blob_path=blob, xet_hash=xet, cache_dir=str(hub_dir),
+                                                expected_size=row["size"])
+            moved[blob] = str(shared_blob_path(str(hub_dir), xet))
+    return moved
+
+
+def test_blobs_in_the_shared_store_reach_the_worker_as_bytes_that_verify_offline(cache):
+    moved = to_shared_store(cache["head"] / "hub", cache["docs"])
+    for blob, store in moved.items():  # the layout under test, as the library wrote it
+        assert os.path.islink(blob) and not os.path.isabs(os.readlink(blob)) and os.path.realpath(blob) == store
+    # The worker already holds what `rsync -a` made of the first model: links to a store it lacks.
+    first = folder(cache["docs"][0]["repo_id"])
+    shutil.copytree(str(cache["head"] / "hub" / first), str(cache["worker"] / "hub" / first), symlinks=True)
+    rc, result = run_module(args_for(cache))
+    assert rc == 0, result
+    worker_hub = cache["worker"] / "hub"
+    held = tree(worker_hub)
+    for doc in cache["docs"]:
+        for row in doc["files"]:
+            assert held[blob_path(cache, doc, row["name"])] == ("file", row["sha256"], row["size"])
+            link = "%s/snapshots/%s/%s" % (folder(doc["repo_id"]), doc["revision"], row["name"])
+            assert held[link] == ("link", os.readlink(str(cache["head"] / "hub" / link)))
+    assert not any(path.startswith("blobs/") for path in held)  # no store on the worker
+    for doc in cache["docs"]:
+        rc, verified = run_module({"repo_id": doc["repo_id"], "revision": doc["revision"],
+                                   "cache_dir": str(cache["worker"]), "offline": True, "verify": "sha256"},
+                                  module="dgx_spark.glm53.hf_snapshot")
+        assert rc == 0 and verified["verified"] is True, verified
+    rc, again = run_module(args_for(cache))
+    assert rc == 0 and again["changed"] is False and again["bytes_copied"] == 0, again
