@@ -93,7 +93,10 @@ need_worker() {
 # ------------------------------------------------------------------------ helpers
 
 # Page cache (MemAvailable - MemFree) and MemFree, whole GiB, of the node running it.
+# Single-quoted on purpose: awk programs, expanded by awk, not by this shell.
+# shellcheck disable=SC2016
 CACHE_GIB_AWK='/^MemFree:/{f=$2} /^MemAvailable:/{a=$2} END{printf "%d\n", (a-f)/1048576}'
+# shellcheck disable=SC2016
 FREE_GIB_AWK='/^MemFree:/{printf "%d\n", $2/1048576}'
 
 take_lock() {
@@ -190,7 +193,7 @@ preflight() {
     [ -n "$worker_addrs" ] || problem "no IPv4 on $NCCL_SOCKET_IFNAME on the worker"
     if [[ $HEAD_IP =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] && [ -n "$head_addrs" ] &&
       ! grep -qxF "$HEAD_IP" <<<"$head_addrs"; then
-      problem "HEAD_IP=$HEAD_IP is not an address of the head's $NCCL_SOCKET_IFNAME ($(echo $head_addrs))"
+      problem "HEAD_IP=$HEAD_IP is not an address of the head's $NCCL_SOCKET_IFNAME (${head_addrs//$'\n'/ })"
     fi
   else
     warning "no ip command: link addresses not checked"
@@ -298,8 +301,12 @@ mem_gate() {
 # Decided by the node that runs the line (lab simplification, see AGENTS.md): the RDMA
 # devices only where they exist, the unlimited memlock limit only where the engine can
 # grant it (CAP_SYS_RESOURCE in the node's bounding set; the lab's nodes lack it).
+# Single-quoted on purpose: evaluated later by the shell on the node that starts the rank.
+# shellcheck disable=SC2016
 NODE_OPTS='$(test -e /dev/infiniband && echo --device=/dev/infiniband)'
+# shellcheck disable=SC2016
 NODE_OPTS+=' $(test $(( 0x$(sed -n "s/^CapBnd:[[:space:]]*//p" /proc/1/status) >> 24 & 1 )) = 1'
+# shellcheck disable=SC2016
 NODE_OPTS+=' && echo --ulimit=memlock=-1)'
 
 # One `docker run` line for a rank, for the shell of the node that runs it.
