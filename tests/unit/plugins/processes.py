@@ -35,7 +35,7 @@ def require(tool, package):
     path = shutil.which(tool)
     if path is None:
         pytest.fail("%s is not installed (not on PATH): these tests run it for real; "
-                    "apt-get install %s (make setup installs it)" % (tool, package))
+                    "apt-get install %s" % (tool, package))
     return path
 
 
