@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -290,10 +291,23 @@ def test_a_reset_connection_fails_the_run_and_the_rerun_fetches_only_the_rest(hu
     assert os.path.exists(manifest_path(cache, DFLASH, DFLASH_SHA))
 
 
-def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home):
+def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home, monkeypatch):
     big_hub.reset()
-    rate = 2 * 1024 * 1024
-    big_hub.set_faults({"rate_bps": rate})  # 12 MiB in about 6 s
+    rate = 4 * 1024 * 1024
+    big_hub.set_faults({"rate_bps": rate})  # 12 MiB in about 3 s
+    # The module writes the progress file about once a second. So that one write surely lands
+    # between the client's first 10 MiB piece and the end, the hub holds the transfer after
+    # 11 MiB until the test has read such a record (the guard only ends a hang).
+    sent, release = [0], threading.Event()
+    take = big_hub.bucket.take
+
+    def held(nbytes):
+        if sent[0] >= 11 * 1024 * 1024:
+            release.wait(60)
+        sent[0] += nbytes
+        take(nbytes)
+
+    monkeypatch.setattr(big_hub.bucket, "take", held)
     cache = tmp_path / "cache"
     progress = str(tmp_path / "progress.json")
     proc = run_module(args_for(big_hub, cache, progress_file=progress), home, background=True)
@@ -304,7 +318,11 @@ def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home):
                 seen.append(json.load(handle))
         except (IOError, ValueError):
             pass
-        time.sleep(0.2)
+        else:
+            if seen[-1]["phase"] == "fetching" and 10 * 1024 * 1024 <= seen[-1]["bytes_done"] < seen[-1]["bytes_total"]:
+                release.set()
+        time.sleep(0.05)
+    release.set()
     rc, result, _text = parse(proc.returncode, proc.stdout.read(), proc.stderr.read())
     assert rc == 0, result
     fetching = [s for s in seen if s["phase"] == "fetching"]
