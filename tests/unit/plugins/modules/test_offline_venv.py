@@ -158,7 +158,12 @@ def test_a_wheelhouse_for_another_cpu_names_package_platform_and_fix(args, inter
     assert ("Rebuild it on the controller for this node: pip download --only-binary=:all: --platform "
             "manylinux2014_%s" % platform.machine()) in result["msg"]
     assert "--python-version %s" % interpreter[1] in result["msg"]
-    assert "/pip install --no-index" in result["msg"] or "-m pip install --no-index" in result["msg"]
+    # The interpreter has ensurepip, so the environment is a venv and its own pip ran (`-m pip`;
+    # pip run from its wheel, `.../pip install`, is for the venv-without-pip and target methods).
+    assert ("(`%s -m pip install --no-index --only-binary=:all: --no-cache-dir --disable-pip-version-check "
+            "--no-input --no-warn-script-location --find-links %s pyyaml==6.0.4` said: ERROR: Could not find a "
+            "version that satisfies the requirement pyyaml==6.0.4"
+            % (os.path.join(args["path"], "bin", "python"), args["wheelhouse"])) in result["msg"], result["msg"]
     text = ansible(args, human=True)
     assert "has no wheel for pyyaml==6.0.4" in text
     assert "traceback" not in text.lower() and "exception" not in text.lower(), text
