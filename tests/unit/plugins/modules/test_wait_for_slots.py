@@ -221,9 +221,9 @@ def test_one_slot_after_the_start_fails_at_once_naming_the_slots_and_the_evictio
 
 def test_one_slot_during_a_start_waits_to_the_timeout(engine):
     engine.health = (200, health_0600(1))
-    timeout = 3
+    timeout = 2
     rc, result, _output, wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=8, timeout=timeout, interval=0.5))
-    assert rc != 0 and result["msg"].startswith("not ready after 3 s: /health streams.max reports 1 request slot(s)")
+    assert rc != 0 and result["msg"].startswith("not ready after 2 s: /health streams.max reports 1 request slot(s)")
     # Waited out the timeout (measured here) and stopped there (ansible's own start-up is not the module's).
     assert timeout <= wall and timeout <= result["elapsed"] < OVERDUE * timeout, (wall, result["elapsed"])
 
@@ -269,10 +269,10 @@ def test_nothing_listening_names_the_url():
 
 def test_a_wedged_health_endpoint_cannot_hold_the_wait_past_its_deadline(engine):
     engine.health = None  # accepts the connection, never answers
-    timeout = 3
+    timeout = 2  # under the 5 s an HTTP request may take: the deadline has to cut it short
     rc, result, _output, wall = run_module(dict(NO_CONTAINERS, url=engine.url, timeout=timeout, interval=1))
     assert rc != 0
-    assert result["msg"].startswith("not ready after 3 s: /health did not answer at %s/health: no answer within"
+    assert result["msg"].startswith("not ready after 2 s: /health did not answer at %s/health: no answer within"
                                     % engine.url), result["msg"]
     assert timeout <= wall and timeout <= result["elapsed"] < OVERDUE * timeout, (wall, result["elapsed"])
 
