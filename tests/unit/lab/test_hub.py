@@ -24,6 +24,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import OVERDUE
+
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "lab" / "hub"))
 
@@ -239,8 +241,10 @@ def test_rate_limit_is_shared_by_parallel_downloads(hub, tmp_path):
     elapsed = time.monotonic() - t0
     assert not errors
     expected = 2 * SMALL / rate
-    # A limit per connection would finish both in about half the time.
-    assert 0.7 * expected <= elapsed <= 1.6 * expected, f"{elapsed:.2f}s for {expected:.2f}s of data"
+    # A limit per connection would finish both in about half the time: the lower bound is the
+    # test. The upper one only says the limit is the one asked for, not a fraction of it; the
+    # client's own requests and a loaded machine are in the room up to OVERDUE times.
+    assert 0.7 * expected <= elapsed <= OVERDUE * expected, f"{elapsed:.2f}s for {expected:.2f}s of data"
     windows = [(r["ts"], r["bytes_sent"]) for r in hub.requests() if r["method"] == "GET"]
     assert [b for _ts, b in windows] == [SMALL, SMALL]
 

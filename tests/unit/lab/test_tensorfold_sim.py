@@ -30,6 +30,8 @@ from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle im
     resident_total,
     write_file,
 )
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.ports import Reserved
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import OVERDUE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROJECT = os.path.join(REPO, "lab", "sim", "tensorfold")
@@ -48,12 +50,6 @@ CHAT = {"messages": [{"role": "user", "content": "What is 12*13? Answer briefly.
 
 
 # --- helpers -------------------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def evict(paths):
     for path in paths:
@@ -115,7 +111,9 @@ class Rank(object):
     def lines(self):
         return self.text().splitlines()
 
-    def wait_for(self, pattern, timeout=10.0):
+    # Only a guard against a hang: the wait ends at the line, or when the rank exits (a rank
+    # waits GLM53_LAB_RDZV_TIMEOUT_S for its peer, then gives up), whichever comes first.
+    def wait_for(self, pattern, timeout=60.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = re.search(pattern, self.text(), re.M)
@@ -144,11 +142,15 @@ class Rank(object):
 
 
 class Pair(object):
-    """Rank 0 and rank 1 of one start; ``url`` is rank 0's API."""
+    """Rank 0 and rank 1 of one start; ``url`` is rank 0's API.
+
+    Both ports stay reserved (ports.Reserved) until ``stop()``: rank 0 binds them with
+    SO_REUSEADDR, nothing else can take them before it does.
+    """
 
     def __init__(self, model, logdir, env0, env1=None):
-        self.port = free_port()
-        master_port = free_port()
+        self.reserved = [Reserved(), Reserved()]
+        self.port, master_port = (reserved.port for reserved in self.reserved)
         self.url = "http://127.0.0.1:%d" % self.port
         self.r0 = Rank(0, model, env0, "127.0.0.1", master_port, self.port, logdir)
         self.r1 = Rank(1, model, env1 or env0, "127.0.0.1", master_port, None, logdir)
@@ -161,6 +163,8 @@ class Pair(object):
     def stop(self):
         self.r1.stop()
         self.r0.stop()
+        for reserved in self.reserved:
+            reserved.close()
 
 
 def request(url, path, body=None, timeout=10):
@@ -442,7 +446,7 @@ def test_hang_switch_keeps_health_but_never_yields_a_token(pair):
         conn.close()
     finally:
         os.unlink(switch)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # dropped at once when the switch goes; 60 s only guards a hang
     while request(pair.url, "/health")[1]["inflight"] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert request(pair.url, "/health")[1]["inflight"] == 0  # the given-up requests were dropped
@@ -563,7 +567,7 @@ def test_a_dead_rank_takes_the_other_down(model, workdir, sessions, victim):
         pair.ready()
         dead, survivor = (pair.r1, pair.r0) if victim == 1 else (pair.r0, pair.r1)
         dead.proc.kill()
-        assert survivor.wait_exit(5) != 0
+        assert survivor.wait_exit(60) != 0  # it sees the link close at once; 60 s only guards a hang
         assert re.search(r"^\[rank%d\]: torch\.distributed\.DistBackendError: NCCL error" % survivor.rank,
                          survivor.text(), re.M), survivor.text()
         assert "the collective with rank %d failed" % victim in survivor.text()
@@ -574,12 +578,17 @@ def test_a_dead_rank_takes_the_other_down(model, workdir, sessions, victim):
 
 
 def test_rank1_with_a_wrong_master_times_out(model, workdir, sessions):
-    env = engine_env(sessions, GLM53_LAB_RDZV_TIMEOUT_S="1.5")
-    port = free_port()
-    rank = Rank(1, model[0], env, "127.0.0.2", port, None, workdir)
-    started = time.monotonic()
-    assert rank.wait_exit(10) == 1
-    assert 1.4 < time.monotonic() - started < 8
+    timeout = 1.5
+    env = engine_env(sessions, GLM53_LAB_RDZV_TIMEOUT_S=str(timeout))
+    with Reserved("127.0.0.2") as reserved:  # nothing listens there while the rank tries
+        port = reserved.port
+        started = time.monotonic()
+        rank = Rank(1, model[0], env, "127.0.0.2", port, None, workdir)
+        assert rank.wait_exit(60) == 1
+        wall = time.monotonic() - started
+    # Its own clock starts after the interpreter did: never sooner than the timeout. The rest of
+    # OVERDUE times it is room for the interpreter's start on a loaded machine.
+    assert timeout <= wall < OVERDUE * timeout, wall
     assert re.search(r"^\[rank1\]: torch\.distributed\.DistNetworkError: The client socket has timed out after "
                      r"1500ms while trying to connect to \(127\.0\.0\.2, %d\)\. \(NCCL_SOCKET_IFNAME=lo\)$" % port,
                      rank.text(), re.M), rank.text()
@@ -587,29 +596,32 @@ def test_rank1_with_a_wrong_master_times_out(model, workdir, sessions):
 
 def test_rank0_alone_gives_up_and_a_foreign_master_cannot_bind(model, workdir, sessions):
     env = engine_env(sessions, GLM53_LAB_RDZV_TIMEOUT_S="1")
-    alone = Rank(0, model[0], env, "127.0.0.1", free_port(), free_port(), workdir)
-    assert alone.wait_exit(10) == 1
+    with Reserved() as master, Reserved() as http:
+        alone = Rank(0, model[0], env, "127.0.0.1", master.port, http.port, workdir)
+        assert alone.wait_exit(60) == 1  # gives up after its 1 s; 60 s only guards a hang
     assert re.search(r"^\[rank0\]: torch\.distributed\.DistStoreError: Timed out after \d+ seconds waiting for "
                      r"clients\. 1/2 clients joined\.", alone.text(), re.M), alone.text()
-    foreign = Rank(0, model[0], env, "192.0.2.7", free_port(), free_port(), workdir)  # TEST-NET-1, not ours
-    assert foreign.wait_exit(10) == 1
+    with Reserved() as master, Reserved() as http:
+        foreign = Rank(0, model[0], env, "192.0.2.7", master.port, http.port, workdir)  # TEST-NET-1, not ours
+        assert foreign.wait_exit(60) == 1
     assert re.search(r"^\[rank0\]: torch\.distributed\.DistNetworkError: The server socket has failed to bind to "
                      r"192\.0\.2\.7:\d+ \(errno: 99 - Cannot assign requested address\)", foreign.text(), re.M)
 
 
 def test_a_probe_on_the_master_port_does_not_break_the_rendezvous(model, workdir, sessions):
     env = engine_env(sessions)
-    port, master_port = free_port(), free_port()
+    reserved = [Reserved(), Reserved()]
+    port, master_port = (r.port for r in reserved)
     rank0 = Rank(0, model[0], env, "127.0.0.1", master_port, port, workdir)
     rank1 = None
     try:
-        deadline = time.monotonic() + 5
         while True:  # a reachability probe (nc -z): connect and hang up
             try:
                 socket.create_connection(("127.0.0.1", master_port), timeout=1).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline, rank0.text()
+                # Until rank 0 listens; it gives up by itself (GLM53_LAB_RDZV_TIMEOUT_S) if it never does.
+                assert rank0.proc.poll() is None, rank0.text()
                 time.sleep(0.05)
         rank1 = Rank(1, model[0], env, "127.0.0.1", master_port, None, workdir)
         rank0.wait_for(r"^\[tensorfold\] serving ")
@@ -619,12 +631,15 @@ def test_a_probe_on_the_master_port_does_not_break_the_rendezvous(model, workdir
         for rank in (rank1, rank0):
             if rank is not None:
                 rank.stop()
+        for held in reserved:
+            held.close()
 
 
 def test_unknown_nccl_interface_stops_the_rank(model, workdir, sessions):
-    rank = Rank(1, model[0], engine_env(sessions, NCCL_SOCKET_IFNAME="enp9s9f9np9"), "127.0.0.1", free_port(),
-                None, workdir)
-    assert rank.wait_exit(10) == 1
+    with Reserved() as master:
+        rank = Rank(1, model[0], engine_env(sessions, NCCL_SOCKET_IFNAME="enp9s9f9np9"), "127.0.0.1", master.port,
+                    None, workdir)
+        assert rank.wait_exit(60) == 1  # stops at once; 60 s only guards a hang
     assert "Bootstrap : no socket interface found (NCCL_SOCKET_IFNAME=enp9s9f9np9)" in rank.text()
 
 

@@ -58,10 +58,12 @@ def write_file(path, size, sync=True):
 def warm(*paths):
     """Read ``paths`` into the page cache. How much stays is for a Look to say."""
     for path in paths:
+        since = Reclaim()
         with open(path, "rb") as handle:
             while handle.read(4 * MIB):
                 pass
-        assert resident(path) > 0 or os.path.getsize(path) == 0, "could not warm %s" % path
+        # Nothing cached at all is a failure, unless the kernel may have taken it all since.
+        assert resident(path) > 0 or since.lost_at_most(footprint(path)) == footprint(path), "could not warm %s" % path
 
 
 # Reclaim takes pages off the page cache first and counts them in /proc/vmstat when its
@@ -82,12 +84,44 @@ def _reclaim_counters():
     return {"drop_pagecache": counters.get("drop_pagecache", 0), "stolen": stolen}
 
 
+class Reclaim(object):
+    """What the kernel took from the page cache from now on: reclaim and drop_caches writes."""
+
+    def __init__(self):
+        self._counters = _reclaim_counters()
+
+    def lost_at_most(self, cached, own_drops=0):
+        """The most the kernel may have taken since, out of ``cached`` bytes of page cache.
+
+        ``own_drops``: drop_caches writes the code under test made meanwhile. Anyone else's
+        (another test run on the machine) may have taken it all.
+        """
+        now = _reclaim_counters()
+        if now["drop_pagecache"] - self._counters["drop_pagecache"] > own_drops:
+            return cached
+        return min(cached, (now["stolen"] - self._counters["stolen"]) * PAGE + RECLAIM_IN_FLIGHT)
+
+
+def expect_warm(since, paths):
+    """A Look at ``paths`` just read in full: all of them cached, less what the kernel took ``since``.
+
+    Reading a file does not keep it cached: reclaim, or another process's drop_caches,
+    may take pages before the look. Returns the Look.
+    """
+    look = Look(paths)
+    full = sum(footprint(path) for path in paths)
+    lost = since.lost_at_most(full)
+    assert full - lost <= look.bytes <= full, (
+        "fincore sees %d of the %d bytes just read; the kernel took at most %d since" % (look.bytes, full, lost))
+    return look
+
+
 class Look(object):
     """fincore's count of ``paths`` now, to compare what the module reports later with."""
 
     def __init__(self, paths):
         self.paths = list(paths)
-        self._counters = _reclaim_counters()  # first, so reclaim during the look counts too
+        self._since = Reclaim()  # first, so reclaim during the look counts too
         self.bytes = resident_total(self.paths)
 
     def lost_at_most(self, own_drops=0):
@@ -95,10 +129,7 @@ class Look(object):
 
         ``own_drops``: drop_caches writes the code under test made after it measured.
         """
-        now = _reclaim_counters()
-        if now["drop_pagecache"] - self._counters["drop_pagecache"] > own_drops:
-            return self.bytes
-        return min(self.bytes, (now["stolen"] - self._counters["stolen"]) * PAGE + RECLAIM_IN_FLIGHT)
+        return self._since.lost_at_most(self.bytes, own_drops)
 
     def expect(self, measured, what, own_drops=0):
         """Assert ``measured`` is what was resident at the look, less at most what was reclaimed since."""

@@ -2,7 +2,16 @@
 calls, never taken from the results under test."""
 
 import os
+import shutil
 import time
+
+import pytest
+
+# A call that returns at its deadline needs milliseconds past it; a test calls it late only
+# at this many times its timeout. The rest is room for a loaded machine, so an upper bound
+# is always ``OVERDUE * timeout`` (plus fixed, named delays the code adds), never a guess
+# at this machine's speed; it still tells "returned at the deadline" from "hung".
+OVERDUE = 3
 
 
 def alive(pid):
@@ -63,3 +72,25 @@ def wait_until(condition, seconds, step=0.05):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(step)
+def require(tool, package):
+    """Path of ``tool``; fails the test (never skips) naming the Debian package when it is missing."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail("%s is not installed (not on PATH): these tests run it for real; "
+                    "apt-get install %s" % (tool, package))
+    return path
+
+
+def gone_within(pids_alive, limit):
+    """Wait until ``pids_alive()`` is empty or ``limit`` seconds passed; return what is still alive.
+
+    A killed process is gone once the kernel ran its exit, which a loaded machine can
+    delay: callers pass a limit well under the process's own natural lifetime, so "still
+    alive at the limit" can only mean it was not killed.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        left = pids_alive()
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)

@@ -1,5 +1,6 @@
 """Parser and join helpers behind ibdev2netdev_facts, on real output shapes."""
 
+import ctypes
 import errno
 import json
 import os
@@ -200,23 +201,55 @@ def test_link_state_finds_the_netdev_through_the_hca(tmp_path):
     assert link_state(str(tmp_path), "rocelo", "lo") == "Up"
 
 
-def _admin_down_netdev():
-    """A netdev of this machine whose carrier read fails with EINVAL (admin-down), or None."""
-    for name in sorted(os.listdir("/sys/class/net")):
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
+
+
+def in_a_new_network_namespace(func):
+    """``func()`` run in a forked child with a network namespace of its own and a /sys that shows it.
+
+    A new namespace has only ``lo``, and it is administratively down: a real admin-down netdev
+    on any machine, without touching this one's interfaces. Without root the child first makes
+    a user namespace, in which it may (Linux lets the owner of a network namespace mount sysfs).
+    """
+    flags = CLONE_NEWNS | CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER)
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        os.close(reader)
         try:
-            with open("/sys/class/net/%s/carrier" % name) as handle:
-                handle.read()
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:
-                return name
-    return None
+            libc = ctypes.CDLL(None, use_errno=True)
+            for call, args in (("unshare", (flags,)),
+                               ("mount", (b"none", b"/", None, MS_REC | MS_PRIVATE, None)),  # keep our mounts to us
+                               ("mount", (b"sysfs", b"/sys", b"sysfs", 0, None))):
+                if getattr(libc, call)(*args) != 0:
+                    raise OSError(ctypes.get_errno(), "%s: %s" % (call, os.strerror(ctypes.get_errno())))
+            payload = {"result": func()}
+        except BaseException as exc:  # reported to the parent
+            payload = {"error": repr(exc)}
+        os.write(writer, json.dumps(payload).encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    payload = json.loads(data)
+    assert "error" not in payload, payload["error"]
+    return payload["result"]
+
+
+def _carrier_error(name):
+    try:
+        with open("/sys/class/net/%s/carrier" % name) as handle:
+            return handle.read().strip()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno)
 
 
 def test_link_state_of_a_real_admin_down_netdev_is_down():
-    name = _admin_down_netdev()
-    if name is None:
-        pytest.skip("no admin-down netdev on this machine")
-    assert link_state("/sys", "anyhca", name) == "Down"
+    # What the kernel says of that lo (EINVAL: admin-down), then what link_state makes of it.
+    carrier, state = in_a_new_network_namespace(lambda: (_carrier_error("lo"), link_state("/sys", "anyhca", "lo")))
+    assert (carrier, state) == ("EINVAL", "Down")
 
 
 def test_link_state_of_real_lo_is_up():

@@ -1,6 +1,6 @@
 """_openpgp: key fingerprints without gpg. The expected values come from GnuPG: recorded
-when the fixture keys were made (fixtures/openpgp/fingerprints.json), and, where gpg is
-installed, asked live about the keys on this machine."""
+when the fixture keys were made (fixtures/openpgp/fingerprints.json), and
+asked live about the keys on this machine (gpg is required for that: package gpg)."""
 
 import glob
 import json
@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _openpgp as pgp
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import require
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "openpgp")
 with open(os.path.join(FIXTURES, "fingerprints.json")) as _handle:
@@ -141,10 +142,10 @@ def _gpg_fingerprints(path):
     return primary, subkeys
 
 
-@pytest.mark.skipif(not shutil.which("gpg"), reason="gpg is not installed")
 def test_real_keyrings_on_this_machine_agree_with_gnupg(tmp_path):
+    require("gpg", "gpg")  # GnuPG is the reference here: without it the test proves nothing
     keys = sorted(glob.glob("/usr/share/keyrings/*.gpg") + glob.glob("/etc/apt/trusted.gpg.d/*.asc"))[:12]
-    if not keys:
+    if not keys:  # Debian always has debian-archive-keyring; another distribution may keep none there
         pytest.skip("no apt keyrings on this machine")
     for path in keys:
         copy = tmp_path / os.path.basename(path)

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -32,8 +33,6 @@ from hub import GATED_TOKEN, Hub  # noqa: E402  pylint: disable=wrong-import-pos
 BIN = os.path.dirname(sys.executable)
 # The module needs huggingface_hub: the interpreter of this venv has it.
 CLIENT_PYTHON = sys.executable
-# A Python without huggingface_hub, as on a node before the hf_weights role made its venv.
-BARE_PYTHON = "/usr/bin/python3"
 MODULE = "dgx_spark.glm53.hf_snapshot"
 # Keys ansible-core adds to every module result, and to any result with an existing `path`
 # (its file attributes); not the module's to document.
@@ -71,6 +70,19 @@ def big_hub(tmp_path_factory):
     hub = Hub(str(tmp_path_factory.mktemp("hub-big")), repos=[DFLASH], lfs_size=BIG).start()
     yield hub
     hub.stop()
+
+
+@pytest.fixture(name="bare_python", scope="module")
+def fixture_bare_python(tmp_path_factory):
+    """A Python without huggingface_hub, as on a node before the hf_weights role made its venv:
+    a fresh venv of this interpreter (no pip, no site-packages), so any machine has one."""
+    home = tmp_path_factory.mktemp("bare-python")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--clear", str(home)], check=True,
+                   capture_output=True, text=True)
+    python = str(home / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import huggingface_hub"], capture_output=True, text=True, check=False)
+    assert probe.returncode == 1 and "No module named 'huggingface_hub'" in probe.stderr, probe.stderr
+    return python
 
 
 @pytest.fixture(name="home")
@@ -290,10 +302,23 @@ def test_a_reset_connection_fails_the_run_and_the_rerun_fetches_only_the_rest(hu
     assert os.path.exists(manifest_path(cache, DFLASH, DFLASH_SHA))
 
 
-def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home):
+def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home, monkeypatch):
     big_hub.reset()
-    rate = 2 * 1024 * 1024
-    big_hub.set_faults({"rate_bps": rate})  # 12 MiB in about 6 s
+    rate = 4 * 1024 * 1024
+    big_hub.set_faults({"rate_bps": rate})  # 12 MiB in about 3 s
+    # The module writes the progress file about once a second. So that one write surely lands
+    # between the client's first 10 MiB piece and the end, the hub holds the transfer after
+    # 11 MiB until the test has read such a record (the guard only ends a hang).
+    sent, release = [0], threading.Event()
+    take = big_hub.bucket.take
+
+    def held(nbytes):
+        if sent[0] >= 11 * 1024 * 1024:
+            release.wait(60)
+        sent[0] += nbytes
+        take(nbytes)
+
+    monkeypatch.setattr(big_hub.bucket, "take", held)
     cache = tmp_path / "cache"
     progress = str(tmp_path / "progress.json")
     proc = run_module(args_for(big_hub, cache, progress_file=progress), home, background=True)
@@ -304,7 +329,11 @@ def test_progress_file_follows_a_slow_fetch(big_hub, tmp_path, home):
                 seen.append(json.load(handle))
         except (IOError, ValueError):
             pass
-        time.sleep(0.2)
+        else:
+            if seen[-1]["phase"] == "fetching" and 10 * 1024 * 1024 <= seen[-1]["bytes_done"] < seen[-1]["bytes_total"]:
+                release.set()
+        time.sleep(0.05)
+    release.set()
     rc, result, _text = parse(proc.returncode, proc.stdout.read(), proc.stderr.read())
     assert rc == 0, result
     fetching = [s for s in seen if s["phase"] == "fetching"]
@@ -486,13 +515,10 @@ def test_a_read_only_cache_fails_naming_it(hub, tmp_path, home):
     assert_no_traceback(result, text)
 
 
-def test_without_huggingface_hub_the_interpreter_is_named(hub, tmp_path, home):
-    probe = subprocess.run([BARE_PYTHON, "-c", "import huggingface_hub"], capture_output=True, check=False)
-    if not os.path.exists(BARE_PYTHON) or probe.returncode == 0:
-        pytest.skip("needs a python without huggingface_hub at %s" % BARE_PYTHON)
-    rc, result, _text = run_module(args_for(hub, tmp_path / "cache"), home, python=BARE_PYTHON)
+def test_without_huggingface_hub_the_interpreter_is_named(hub, tmp_path, home, bare_python):
+    rc, result, _text = run_module(args_for(hub, tmp_path / "cache"), home, python=bare_python)
     assert rc != 0
-    assert result["msg"].startswith("huggingface_hub is not importable by %s (" % BARE_PYTHON), result["msg"]
+    assert result["msg"].startswith("huggingface_hub is not importable by %s (" % bare_python), result["msg"]
     assert "the hf_weights role creates a virtualenv with it" in result["msg"]
     assert hub.requests() == []
 
@@ -509,15 +535,14 @@ def test_offline_without_a_manifest_fails_with_the_fix(hub, tmp_path, home):
     assert hub.requests() == []
 
 
-def test_offline_with_a_copied_snapshot_verifies_without_network(hub, tmp_path, home):
+def test_offline_with_a_copied_snapshot_verifies_without_network(hub, tmp_path, home, bare_python):
     head = tmp_path / "head"
     assert run_module(args_for(hub, head), home)[0] == 0
     # The worker gets the head's cache as an operator copies it (links kept), and no huggingface_hub.
     worker = tmp_path / "worker"
     shutil.copytree(str(head), str(worker), symlinks=True)
     hub.reset()
-    python = BARE_PYTHON if os.path.exists(BARE_PYTHON) else CLIENT_PYTHON
-    rc, result, _text = run_module(args_for(hub, worker, offline=True, verify="sha256"), home, python=python)
+    rc, result, _text = run_module(args_for(hub, worker, offline=True, verify="sha256"), home, python=bare_python)
     assert rc == 0, result
     assert (result["verified"], result["changed"], result["files"]) == (True, False, len(served(hub, DFLASH)))
     assert hub.requests() == []
@@ -525,7 +550,7 @@ def test_offline_with_a_copied_snapshot_verifies_without_network(hub, tmp_path, 
     # A file that no longer verifies is listed; nothing is fetched.
     os.truncate(os.path.realpath(os.path.join(snapshot(worker, DFLASH, DFLASH_SHA), "model.safetensors")), 10)
     os.unlink(os.path.join(snapshot(worker, DFLASH, DFLASH_SHA), "LICENSE"))
-    rc, result, _text = run_module(args_for(hub, worker, offline=True), home, python=python)
+    rc, result, _text = run_module(args_for(hub, worker, offline=True), home, python=bare_python)
     assert rc != 0
     assert result["msg"] == (
         "offline: 2 of 5 files of %s@%s fail verification under %s: LICENSE (missing), model.safetensors (size 10, "

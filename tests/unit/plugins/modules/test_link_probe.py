@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import link_probe
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.ports import Reserved
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import require
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BIN = os.path.dirname(sys.executable)
@@ -27,10 +29,11 @@ ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE
            ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1")
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture(name="port")
+def fixture_port():
+    """A port on 127.0.0.1 held for the test (ports.Reserved): the module's listener still binds it."""
+    with Reserved() as reserved:
+        yield reserved.port
 
 
 def ansible(args, *extra):
@@ -90,8 +93,9 @@ def test_bad_input_reads_as_a_plain_error_with_the_default_callback():
 
 
 @pytest.mark.parametrize("check", [False, True])
-def test_one_call_runs_every_probe_and_returns_the_documented_keys(check):
-    port = free_port()
+def test_one_call_runs_every_probe_and_returns_the_documented_keys(check, port):
+    require("ping", "iputils-ping")  # the loopback ping below is expected to pass
+    require("ssh", "openssh-client")
     args = {
         "pings": [{"netdev": "lo", "target": "127.0.0.1", "size": 1472, "peer": "self"},
                   {"netdev": "lo", "target": NOWHERE, "size": 1472}],
@@ -119,14 +123,13 @@ def test_parts_not_asked_for_are_none():
     assert result["pings"] == [] and result["listen"] is None and result["connect"] is None and result["ssh"] is None
 
 
-def test_listener_started_async_is_reached_by_a_later_connect_and_collected():
-    port = free_port()
+def test_listener_started_async_is_reached_by_a_later_connect_and_collected(port):
     rc, job, _output = ansible({"listen": {"address": "127.0.0.1", "port": port, "timeout": 15, "expect": 1}},
                                "-B", "20", "-P", "0")
     assert rc == 0 and job["started"], job
     rc, connected, _output = ansible({"connect": {"address": "127.0.0.1", "port": port, "timeout": 10}})
     assert rc == 0 and connected["connect"]["connected"] is True, connected
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 20  # the job's async limit (-B 20): it cannot run longer than that
     while True:
         rc, status, _output = ansible(["-m", "ansible.builtin.async_status", "-a", "jid=%s" % job["ansible_job_id"]])
         if status.get("finished") or time.monotonic() > deadline:
@@ -173,8 +176,7 @@ PLAYBOOK = """
 """
 
 
-def test_port_probe_passes_with_forks_1_and_serial(tmp_path):
-    port = free_port()
+def test_port_probe_passes_with_forks_1_and_serial(tmp_path, port):
     (tmp_path / "inventory").write_text(
         "[head]\nhead\n[workers]\nworker1\nworker2\n[all:vars]\nansible_connection=local\n"
         "ansible_python_interpreter=%s\n" % TARGET_PYTHON)

@@ -158,7 +158,12 @@ def test_a_wheelhouse_for_another_cpu_names_package_platform_and_fix(args, inter
     assert ("Rebuild it on the controller for this node: pip download --only-binary=:all: --platform "
             "manylinux2014_%s" % platform.machine()) in result["msg"]
     assert "--python-version %s" % interpreter[1] in result["msg"]
-    assert "/pip install --no-index" in result["msg"] or "-m pip install --no-index" in result["msg"]
+    # The interpreter has ensurepip, so the environment is a venv and its own pip ran (`-m pip`;
+    # pip run from its wheel, `.../pip install`, is for the venv-without-pip and target methods).
+    assert ("(`%s -m pip install --no-index --only-binary=:all: --no-cache-dir --disable-pip-version-check "
+            "--no-input --no-warn-script-location --find-links %s pyyaml==6.0.4` said: ERROR: Could not find a "
+            "version that satisfies the requirement pyyaml==6.0.4"
+            % (os.path.join(args["path"], "bin", "python"), args["wheelhouse"])) in result["msg"], result["msg"]
     text = ansible(args, human=True)
     assert "has no wheel for pyyaml==6.0.4" in text
     assert "traceback" not in text.lower() and "exception" not in text.lower(), text
@@ -207,24 +212,29 @@ def test_a_missing_interpreter_is_named(args):
                                     "/nonexistent/python3: ENOENT")
 
 
-def other_python(version):
-    """Another CPython with ensurepip than ``version`` on this controller (pyenv's), or None."""
-    root = os.path.expanduser("~/.pyenv/versions")
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        python = os.path.join(root, name, "bin", "python3")
-        info = wheelhouse.python_info(python)
-        if info and info[1] and info[0] != version and tuple(int(p) for p in info[0].split(".")) >= (3, 10):
-            return python, info[0]
-    return None
+@pytest.fixture(name="other_python")
+def fixture_other_python(tmp_path, interpreter):
+    """(path, X.Y) of another interpreter than ``interpreter``, on any machine: a copy of it
+    (``venv --copies``) in tmp_path. The module tells interpreters apart by their real path,
+    and the copy has its own; it has ensurepip, so it can make a venv."""
+    home = tmp_path / "other-python"
+    made = subprocess.run([interpreter[0], "-m", "venv", "--copies", "--without-pip", str(home)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert made.returncode == 0, made.stderr
+    python = str(home / "bin" / "python3")
+    info = wheelhouse.python_info(python)
+    assert info and info[1], "the copy of %s cannot make a venv: %r" % (interpreter[0], info)
+    return python, info[0]
 
 
-def test_another_interpreter_makes_the_environment_anew(args, interpreter):
-    other = other_python(interpreter[1])
-    if other is None:
-        pytest.skip("no second Python 3.10+ with ensurepip on this controller")
+def test_another_interpreter_makes_the_environment_anew(args, other_python):
+    other = other_python
     ansible(args)
+    stale = os.path.join(args["path"], "left-by-the-first-environment")
+    open(stale, "w").close()
     args["python"] = other[0]
     result = ansible(args)
+    assert not os.path.exists(stale), "the environment was not made anew"
     assert result["changed"] is True and "interpreter changed" in result["msg"], result
     assert result["commands"][0] == "%s -m venv --clear %s" % (other[0], args["path"])
     ran = in_env(result["python"], "import sys, tqdm; print('%d.%d' % sys.version_info[:2], tqdm.__version__)")

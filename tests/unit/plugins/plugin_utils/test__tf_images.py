@@ -1,22 +1,120 @@
-"""What a node must build, judged from docker image inspect output and git trees."""
+"""What a node must build, judged from docker image inspect output and git trees.
 
-import hashlib
+The inputs are content: git's own tree ids of a kit repository and a profile's patches,
+read as the tensorfold role reads them (roles/tensorfold/tasks/build.yml), in repositories
+built here with git. Whether two inputs are the same is git's answer, not the hash's.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_state, input_hash
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import require
 
 DEV, LP = "glm53-tensorfold:dev", "glm53-tensorfold:lp9001"
 KIT, PATCHES = "a" * 40, "b" * 40
+# No user or system git configuration: the repositories are the same on any machine.
+GIT_ENV = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="test",
+               GIT_AUTHOR_EMAIL="test@example.invalid", GIT_COMMITTER_NAME="test",
+               GIT_COMMITTER_EMAIL="test@example.invalid")
 
 
 def inspect(tag, labels=None, image_id="sha256:1"):
     return {"Id": image_id, "RepoTags": [tag], "Config": {"Labels": labels}}
 
 
-def test_the_input_hash_is_sha256_of_the_trees_and_the_base():
-    text = "kit=%s\npatches=%s\nbase=%s\n" % (KIT, PATCHES, DEV)
-    assert input_hash(KIT, PATCHES, DEV) == hashlib.sha256(text.encode()).hexdigest()
-    assert input_hash(KIT, "c" * 40, DEV) != input_hash(KIT, PATCHES, DEV)
+def git(repo, *args):
+    return subprocess.run([require("git", "git"), "-C", str(repo)] + list(args), env=GIT_ENV, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo, files, message):
+    """Write ``files`` ({relative path: text}) and commit them (only them: the vendor gitlink has no checkout)."""
+    for name, text in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if files:
+        git(repo, "add", "--", *files)
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def vendor(kit, sha):
+    """Point the kit's vendor/TensorFold gitlink (a submodule's commit) at ``sha`` and commit."""
+    git(kit, "update-index", "--add", "--cacheinfo", "160000,%s,vendor/TensorFold" % sha)
+    git(kit, "commit", "-q", "-m", "vendor TensorFold %s" % sha[:7])
+
+
+def trees(kit, profile):
+    """(kit tree, patches tree) as the role reads them: rev-parse HEAD^{tree} and HEAD:tensorfold/patches."""
+    return git(kit, "rev-parse", "HEAD^{tree}"), git(profile, "rev-parse", "HEAD:tensorfold/patches")
+
+
+@pytest.fixture(name="repos")
+def fixture_repos(tmp_path):
+    kit, profile = tmp_path / "kit", tmp_path / "profile"
+    for repo in (kit, profile):
+        repo.mkdir()
+        git(repo, "init", "-q")
+    commit(kit, {"scripts/serve.sh": "#!/bin/sh\n", "Dockerfile": "FROM scratch\n"}, "kit")
+    vendor(kit, "1" * 40)
+    commit(profile, {"README.md": "profile\n", "tensorfold/patches/Dockerfile.logprobs": "FROM glm53-tensorfold:dev\n",
+                     "tensorfold/patches/overlay/cuda/server.py": "# 9001\n"}, "profile")
+    return kit, profile
+
+
+def labelled(kit_tree, patches_tree):
+    """What the node has: the kit image, and lp9001 labelled with the inputs it was built from."""
+    labels = {"dgx_spark.glm53.inputs": input_hash(kit_tree, patches_tree, DEV), "dgx_spark.glm53.kit": kit_tree}
+    return [inspect(DEV), inspect(LP, labels, "sha256:2")]
+
+
+def test_new_commits_with_the_same_content_need_no_build(repos):
+    kit, profile = repos
+    before = trees(kit, profile)
+    built = labelled(*before)
+    kit_head, profile_head = git(kit, "rev-parse", "HEAD"), git(profile, "rev-parse", "HEAD")
+    # Other commits (later dates, other messages), a change outside the patches: the same inputs.
+    assert commit(kit, {}, "an empty commit") != kit_head
+    assert commit(profile, {"README.md": "profile, reworded\n"}, "docs") != profile_head
+    assert trees(kit, profile) == before  # git's verdict: the content did not change
+    assert re.fullmatch("[0-9a-f]{64}", input_hash(*trees(kit, profile), base=DEV))
+    state = image_state(built, DEV, LP, *trees(kit, profile))
+    assert (state["need_image"], state["need_base"], state["image_id"]) == (False, False, "sha256:2")
+
+
+def test_a_changed_patch_rebuilds_only_the_patched_image(repos):
+    kit, profile = repos
+    before = trees(kit, profile)
+    commit(profile, {"tensorfold/patches/overlay/cuda/server.py": "# 9001, fixed\n"}, "fix the overlay")
+    after = trees(kit, profile)
+    assert after[0] == before[0] and after[1] != before[1]  # git: only the patches tree changed
+    assert input_hash(*after, base=DEV) != input_hash(*before, base=DEV)
+    state = image_state(labelled(*before), DEV, LP, *after)
+    assert (state["need_image"], state["need_base"]) == (True, False)
+
+
+def test_another_vendored_tensorfold_commit_rebuilds_both_images(repos):
+    kit, profile = repos
+    before = trees(kit, profile)
+    vendor(kit, "2" * 40)  # only the submodule's commit moved: no file in the kit changed
+    after = trees(kit, profile)
+    assert after[0] != before[0] and after[1] == before[1]
+    assert input_hash(*after, base=DEV) != input_hash(*before, base=DEV)
+    state = image_state(labelled(*before), DEV, LP, *after)
+    assert (state["need_image"], state["need_base"]) == (True, True)
+
+
+def test_the_base_image_and_the_place_of_each_tree_count(repos):
+    kit_tree, patches_tree = trees(*repos)
+    assert input_hash(kit_tree, patches_tree, DEV) != input_hash(kit_tree, patches_tree, "glm53-tensorfold:other")
+    # A kit tree is not a patches tree: the same two ids the other way round are other inputs.
+    assert input_hash(kit_tree, patches_tree, DEV) != input_hash(patches_tree, kit_tree, DEV)
 
 
 def test_nothing_built_means_both_images():
