@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """The controller's host tools: the one list of every command that the tests, the lab
 and the playbooks run on the controller, with the Debian/Ubuntu package that provides it.
 

@@ -154,6 +154,8 @@ def node_count(nodes: int | str | None = None) -> int:
 NODES = lab_nodes(DEFAULT_NODES)  # the default two-node lab
 HEAD, WORKER = NODES
 LINK_NETDEVS = {"glm53-lab-link1": "enp1s0f1np1", "glm53-lab-link2": "enP2p1s0f1np1"}
+
+
 class LabError(RuntimeError):
     """A failure with a message that says what to do."""
 

@@ -12,7 +12,7 @@
 # The burner is stress-ng (Debian package stress-ng) when installed, else shell loops.
 set -u -o pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 runs=${1:-20}
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
@@ -28,6 +28,7 @@ mkdir -p "$logs"
 
 pids=()
 running=
+# shellcheck disable=SC2317  # called by the EXIT trap
 stop_load() {
     # Only what this script started, by pid (stress-ng's own workers follow their parent).
     local pid
@@ -61,7 +62,7 @@ while True:
     time.sleep(3600)
 ' "$hold_bytes" "$ready" &
 holder=$!
-pids+=($holder)
+pids+=("$holder")
 while [ ! -s "$ready" ]; do
     kill -0 "$holder" 2>/dev/null || { echo "the memory holder died" >&2; exit 1; }
     sleep 0.1

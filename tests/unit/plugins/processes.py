@@ -72,6 +72,8 @@ def wait_until(condition, seconds, step=0.05):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(step)
+
+
 def require(tool, package):
     """Path of ``tool``; fails the test (never skips) naming the Debian package when it is missing."""
     path = shutil.which(tool)
