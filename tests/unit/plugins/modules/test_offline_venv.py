@@ -25,15 +25,6 @@ PYYAML = "pyyaml==6.0.4"
 
 
 @pytest.fixture(scope="session")
-def interpreter():
-    """A real Python with ensurepip on this controller: Debian's, else the one under the test venv."""
-    found = wheelhouse.venv_python()
-    if found is None:
-        pytest.fail("no Python 3.10+ with ensurepip on this controller")
-    return found
-
-
-@pytest.fixture(scope="session")
 def wheels(interpreter):
     """The hf_weights wheelhouse (tqdm and pyyaml are in it) for this machine's platform."""
     requirements, pip_version = wheelhouse.hf_requirements()

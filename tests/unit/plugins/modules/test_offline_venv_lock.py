@@ -36,15 +36,6 @@ def sha256(path):
 
 
 @pytest.fixture(scope="session")
-def interpreter():
-    """A real Python with ensurepip on this controller (as test_offline_venv.py finds it)."""
-    found = wheelhouse.venv_python()
-    if found is None:
-        pytest.fail("no Python 3.10+ with ensurepip on this controller")
-    return found
-
-
-@pytest.fixture(scope="session")
 def locked_wheels(interpreter):
     return wheelhouse.build_locked(platform.machine(), interpreter[1])
 
