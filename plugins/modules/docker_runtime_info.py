@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: docker_runtime_info
 short_description: Read whether Docker with the NVIDIA runtime works for a user on a DGX Spark
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Read-only, and needs no sudo. In one round trip it finds the C(docker) and C(nvidia-ctk) commands, reads the
     state of C(docker.service), reads and judges Docker's daemon config (is the runtime registered, and the default

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: docker_runtime_plan
 short_description: Decide what Docker and the NVIDIA runtime still need on a node, and whether the play may fix it
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs only on the controller (an action plugin); nothing is sent to the node and nothing becomes root.
   - Judges the result of M(dgx_spark.glm53.docker_runtime_info) against the settings of the
