@@ -79,7 +79,7 @@ def known_image_ran(probe, image="glm53-tensorfold:dev", ok=True, stderr=""):
     return probe
 
 
-def no_image(probe, tried=KNOWN):
+def no_image(probe, tried=tuple(KNOWN)):
     """docker_runtime_test_image empty and none of the collection's images on the node: no container ran."""
     probe = copy.deepcopy(probe)
     probe["test_run"] = {"image": None, "source": None, "tried": list(tried), "present": False, "ran": False,
