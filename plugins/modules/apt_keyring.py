@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: apt_keyring
 short_description: Install an apt repository's signing key after checking its pinned fingerprint
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - For a deb822 source's C(Signed-By), which trusts every key in the file. When O(dest) already holds exactly
     the key this module would install (one primary key with the pinned O(fingerprint) and nothing else, byte for

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: async_progress
 short_description: Wait for an async job on a node and print its progress lines meanwhile
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Waits for a job started with C(async) and C(poll=0), like M(ansible.builtin.async_status) in a retry loop, and
     returns the job's own result (its return values, C(changed), C(failed) and C(msg)) when it ends.

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: cluster_contract
 short_description: Persist or read the cluster contract on a DGX Spark
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The cluster contract is what every role after the preflight reads about the cluster (head, workers, path,
     link addresses, master address and port, per-node NCCL and GLOO environment). The C(dgx_spark.glm53.cx7_link)

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: disk_space
 short_description: Free space and already-present data for each kind of data a serving path keeps on a node
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - For each kind of data (for example C(checkpoint), C(prepared), C(session)), reports where it lives, the
     filesystem and its free bytes, and how much of that data is already there, the same way the preflight's

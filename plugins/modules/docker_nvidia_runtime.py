@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: docker_nvidia_runtime
 short_description: Register the NVIDIA runtime in Docker's daemon config with nvidia-ctk, keeping every other key
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads Docker's daemon config first. When the C(nvidia) runtime is already registered (and is the default, with
     O(set_as_default)), it changes nothing and runs nothing.

@@ -11,13 +11,15 @@ DOCUMENTATION = r"""
 ---
 module: docker_runtime_info
 short_description: Read whether Docker with the NVIDIA runtime works for a user on a DGX Spark
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Read-only, and needs no sudo. In one round trip it finds the C(docker) and C(nvidia-ctk) commands, reads the
     state of C(docker.service), reads and judges Docker's daemon config (is the runtime registered, and the default
     when asked), asks C(docker info) as the user the module runs as (answers? which runtimes did dockerd load?),
-    reads the user's C(docker) group membership (in the user database and in this login session) and, when
-    O(test_image) is set and the daemon answered, runs C(docker run --rm --gpus all) of that local image.
+    reads the user's C(docker) group membership (in the user database and in this login session) and, when the
+    daemon answered, runs C(docker run --rm --gpus all) of a local image - O(test_image), or when that is empty the
+    first of O(known_images) already on the node. That container is the only proof that a container gets the GPU;
+    C(docker info) listing the runtime is not.
   - Every command runs with a deadline; a command that wedges comes back with C(timed_out=true), the command line
     and the deadline, and the module still returns everything else.
   - The role C(dgx_spark.glm53.docker_runtime) judges the result on the controller; this module never fails for
@@ -45,11 +47,21 @@ options:
     default: false
   test_image:
     description:
-      - A local image to run with C(--gpus all) (never pulled). Empty skips the container check.
+      - A local image to run with C(--gpus all) (never pulled). Empty means the first of O(known_images) the node
+        has; when it has none, no container runs (C(test_run.present) false, C(test_run.tried) the images looked for).
     type: str
     default: ""
+  known_images:
+    description:
+      - Images the collection itself builds or runs (the engine images), looked for in this order when O(test_image)
+        is empty. Only an image already on the node is used; none is pulled.
+    type: list
+    elements: str
+    default: []
   test_command:
-    description: Command the test container runs.
+    description:
+      - Command the test container runs. Its first word replaces the image's entrypoint (C(--entrypoint)), so an
+        engine image's own entrypoint (which would start the engine) never runs; the rest are its arguments.
     type: list
     elements: str
     default: ["true"]
@@ -65,6 +77,7 @@ attributes:
     support: none
 notes:
   - The test container is removed when it exits (C(--rm)) and has no network (C(--network none)).
+  - The images are looked for with C(docker image inspect), one by one, each with the deadline.
 """
 
 EXAMPLES = r"""
@@ -77,6 +90,11 @@ EXAMPLES = r"""
 - name: Say whether dockerd loaded the nvidia runtime
   ansible.builtin.debug:
     msg: "{{ 'nvidia' in docker_state.daemon.runtimes }}"
+
+- name: Prove GPU access with an engine image the node already has, if any
+  dgx_spark.glm53.docker_runtime_info:
+    known_images: ["glm53-tensorfold:lp9001", "glm53-tensorfold:dev"]
+  register: docker_state
 """
 
 RETURN = r"""
@@ -114,11 +132,15 @@ daemon_json:
            runtime: {registered: false, path: null, default_runtime: null, is_default: false, configured: false,
                      missing: [runtimes.nvidia]}}
 test_run:
-  description: The container check; C(ran) false when O(test_image) is empty or the daemon did not answer.
+  description:
+    - The container check. C(source) says where the image came from - V(test_image), V(known_image), or null when
+      no image was run (the daemon did not answer, or none of the images was on the node). C(tried) lists the images
+      looked for, in order. C(ran) is false when no container was started.
   returned: always
   type: dict
-  sample: {image: ubuntu:24.04, present: true, ran: true, ok: true, rc: 0, stderr: "", timed_out: false,
-           command: docker run --rm --gpus all --network none --pull never ubuntu:24.04 true, error: null}
+  sample: {image: "glm53-tensorfold:lp9001", source: known_image, tried: ["glm53-tensorfold:lp9001"], present: true,
+           ran: true, ok: true, rc: 0, stderr: "", timed_out: false, error: null,
+           command: "docker run --rm --gpus all --network none --pull never --entrypoint true glm53-tensorfold:lp9001"}
 """
 
 import os
@@ -180,18 +202,35 @@ def _docker_info(docker, timeout):
     return out
 
 
-def _test_run(docker, image, command, timeout):
-    out = {"image": image, "present": False, "ran": False, "ok": False, "rc": None, "stderr": "", "timed_out": False,
-           "command": None, "error": None}
-    inspect = run_with_timeout([docker, "image", "inspect", "--format", "{{.Id}}", image], timeout)
-    if inspect["timed_out"]:
-        out.update(timed_out=True, error=inspect["error"], command=command_string(["docker", "image", "inspect", image]))
+def _no_run(image=None):
+    return {"image": image, "source": None, "tried": [], "present": False, "ran": False, "ok": False, "rc": None,
+            "stderr": "", "timed_out": False, "command": None, "error": None}
+
+
+def _test_run(docker, image, known_images, command, timeout):
+    """Run a --gpus all container of ``image``, or of the first of ``known_images`` on the node."""
+    source = "test_image" if image else "known_image"
+    names = [image] if image else [name for name in known_images if name]
+    out = _no_run(image or None)
+    for name in names:
+        out["tried"].append(name)
+        inspect = run_with_timeout([docker, "image", "inspect", "--format", "{{.Id}}", name], timeout)
+        if inspect["timed_out"]:
+            out.update(image=name, source=source, timed_out=True, error=inspect["error"],
+                       command=command_string(["docker", "image", "inspect", name]))
+            return out
+        if inspect["rc"] == 0:
+            out.update(image=name, source=source, present=True)
+            break
+    if not out["present"]:
+        if image:
+            out["error"] = "image %s is not on this node (it is never pulled here)" % image
+        elif names:
+            out["error"] = "none of %s is on this node (none is pulled here)" % ", ".join(names)
         return out
-    if inspect["rc"] != 0:
-        out["error"] = "image %s is not on this node (it is never pulled here)" % image
-        return out
-    out["present"] = True
-    argv = [docker, "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", image] + list(command)
+    # The command's first word replaces the entrypoint: an engine image's own entrypoint starts the engine.
+    argv = [docker, "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", "--entrypoint",
+            command[0], out["image"]] + list(command[1:])
     res = run_with_timeout(argv, timeout)
     out.update(ran=True, ok=res["rc"] == 0, rc=res["rc"], stderr=res["stderr"].strip()[-2000:], timed_out=res["timed_out"],
                command=command_string(["docker"] + argv[1:]), error=_timed_out_error(res) or res["error"])
@@ -206,6 +245,7 @@ def main():
             runtime=dict(type="str", default="nvidia"),
             set_as_default=dict(type="bool", default=False),
             test_image=dict(type="str", default=""),
+            known_images=dict(type="list", elements="str", default=[]),
             test_command=dict(type="list", elements="str", default=["true"]),
             timeout=dict(type="int", default=30),
         ),
@@ -215,6 +255,9 @@ def main():
     timeout = params["timeout"]
     if not 1 <= timeout <= 600:
         module.fail_json(msg="docker_runtime_info: timeout must be 1 to 600 seconds, found %d" % timeout)
+    if not params["test_command"] or not params["test_command"][0]:
+        module.fail_json(msg="docker_runtime_info: test_command must name a command (for example [\"true\"]), found %r"
+                         % (params["test_command"],))
 
     name, uid = current_user()
     deploy_user = params["user"] or name
@@ -236,10 +279,9 @@ def main():
     if docker_path:
         daemon = _docker_info(docker_path, timeout)
 
-    test_run = {"image": params["test_image"], "present": False, "ran": False, "ok": False, "rc": None, "stderr": "",
-                "timed_out": False, "command": None, "error": None}
-    if params["test_image"] and daemon["answered"]:
-        test_run = _test_run(docker_path, params["test_image"], params["test_command"], timeout)
+    test_run = _no_run(image=params["test_image"] or None)
+    if daemon["answered"]:
+        test_run = _test_run(docker_path, params["test_image"], params["known_images"], params["test_command"], timeout)
 
     module.exit_json(changed=False, user=user, docker=docker, nvidia_ctk=nvidia_ctk, daemon=daemon,
                      daemon_json=daemon_json, test_run=test_run)

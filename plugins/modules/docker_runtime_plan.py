@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: docker_runtime_plan
 short_description: Decide what Docker and the NVIDIA runtime still need on a node, and whether the play may fix it
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs only on the controller (an action plugin); nothing is sent to the node and nothing becomes root.
   - Judges the result of M(dgx_spark.glm53.docker_runtime_info) against the settings of the
@@ -23,7 +23,11 @@ description:
     C(ansible_become)) and the user is not root, the task fails naming the node, the missing piece, what was found
     and the fix (for example that docker is missing on spark-worker and become is off, so install it or rerun with
     become). In check mode that is reported instead and the task shows as changed.
-  - Problems no fix can solve (a wedged engine, an unreadable daemon config, a missing test image) always fail.
+  - Problems no fix can solve (a wedged engine, an unreadable daemon config, a missing test image, a C(--gpus all)
+    container that fails with nothing left to fix) always fail.
+  - A node is V(ready) only when a C(--gpus all) container ran (C(docker info) listing the runtime proves nothing
+    about the GPU). When there was no image to run (no C(test_image) setting and none of the collection's images on
+    the node) its C(status) is V(gpu_not_proven) with a message naming the node and the fix; that does not fail.
   - Leave C(become) unset on this task, so it sees the play's setting.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
@@ -78,6 +82,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+status:
+  description:
+    - V(ready) - nothing to fix and a C(--gpus all) container ran (C(gpu_image)).
+    - V(gpu_not_proven) - nothing to fix, but no container ran because there was no image to run; never ready.
+    - V(changes_due) - fixes are due (being made with become, or what a check-mode run would make).
+    - V(pending) - nothing to fix yet, but the node is judged again (the probe ran as another user than the deploy
+      user, or the deploy user must reconnect).
+    - V(failed) - see C(failures).
+  returned: always
+  type: str
+  sample: gpu_not_proven
+gpu_image:
+  description: The image whose C(--gpus all) container proved GPU access; null unless C(status) is V(ready).
+  returned: always
+  type: str
+  sample: "glm53-tensorfold:lp9001"
 steps:
   description: The fixes due, in the order the role applies them, each with what is missing, what was found and the fix.
   returned: always
@@ -134,17 +154,19 @@ failures:
   elements: str
   sample: ["[docker_runtime.engine] docker is missing on spark-worker and become is off: install it (...) or rerun with become ..."]
 notes:
-  description: Things worth saying that stop nothing (a skipped container check; in check mode, fixes that would need become).
+  description: Things worth saying that stop nothing (in check mode, fixes that would need become; a reconnect).
   returned: always
   type: list
   elements: str
-  sample: ["container check skipped: docker_runtime_test_image is empty"]
+  sample: ["spark joined the docker group after this login session started; reconnecting"]
 summary:
-  description: One line on what is being (or would be) fixed, or that all is ready, then the notes.
+  description: One line on what is being (or would be) fixed, that all is ready and with which image, or that GPU
+    access is not proven and how to prove it; then the notes.
   returned: always
   type: list
   elements: str
-  sample: ["spark-worker: Docker and the nvidia runtime are ready for spark"]
+  sample: ["spark-worker: Docker and the nvidia runtime are ready for spark: a `docker run --gpus all` container of
+           glm53-tensorfold:lp9001 ran"]
 become:
   description: Whether the play allows become for this node.
   returned: always

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: hf_mirror
 short_description: Copy verified Hugging Face snapshots from the head to a worker with rsync over the CX7 link
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Runs on the head. Copies each snapshot in O(models) from the head's Hugging Face cache to one worker's, with
     rsync over ssh to the worker's link address, so the weights come from the internet once.

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: hf_snapshot
 short_description: Download and verify one pinned revision of a Hugging Face model repo in the hub cache
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Makes O(repo_id) at the commit O(revision) complete in the Hugging Face cache under O(cache_dir), in the
     layout C(huggingface_hub) itself writes and reads (C(<cache_dir>/hub/models--org--name/blobs),

@@ -72,7 +72,6 @@ options:
         comment line per wheel above it, no markers. It must pin pip too (the wheel pip runs from).
       - Exactly one of O(requirements) and O(requirements_file) is required.
     type: path
-    version_added: 0.2.0
   wheelhouse:
     description:
       - Directory on the node holding the C(.whl) files for the node's Python and CPU, including a

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: preflight_report
 short_description: Write a preflight report on the controller and render its table
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Writes the report of a preflight (checks with their node, status, level, expected, found and fix) as JSON on the
     controller in one step, creating the directory when missing, and returns the table and the warning and failure

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: spark_node_facts
 short_description: Gather what the preflight needs from one DGX Spark in one round trip
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Read-only. Reads the RDMA port map (C(ibdev2netdev), or the RDMA sysfs tree when the tool is missing or fails)
     joined with C(ip -j addr) and the RoCE v2 GID tables, the GPU model and driver and its CUDA processes

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: wait_for_slots
 short_description: Wait until the GLM-5.3 engine serves with all its request slots, or say what is missing
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the head node after the ranks were started and polls every O(interval) seconds until the engine
     is ready or O(timeout) seconds passed. Fails with a message that names the missing piece, the node,

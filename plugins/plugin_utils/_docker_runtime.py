@@ -31,6 +31,9 @@ ACTIONS = {
     "restart_engine": "restart Docker",
     "join_group": "add %(user)s to the docker group and reconnect",
 }
+# plan()'s ``status``: only ``ready`` says a --gpus all container ran; ``gpu_not_proven`` stops
+# nothing (a stock node before any engine image exists must still deploy) but is never ready.
+STATUSES = ("ready", "gpu_not_proven", "changes_due", "pending", "failed")
 BECOME_HINT = "rerun with become (-b, as a user with sudo; for example -e ansible_user=admin -b)"
 
 DEFAULTS = {
@@ -304,31 +307,51 @@ def _group(p, probe):
 
 
 def _container(p, probe, s, answered, as_deploy):
+    """GPU access as the test container showed it: ``proven`` (a ``--gpus all`` container ran),
+    ``not_proven`` (no image to run: docker_runtime_test_image is empty and none of the
+    collection's images is on the node), ``failed`` (a problem is recorded) or ``pending``
+    (not judged yet: fixes are due, or the probe did not run as the deploy user)."""
     run = probe.get("test_run") or {}
-    if not s["test_image"]:
-        p.notes.append("container check skipped: docker_runtime_test_image is empty")
-        return
     if not (answered and as_deploy):
-        return
+        return "pending"
     pending = p.has("install_engine", "install_toolkit", "configure_runtime", "restart_engine")
     if run.get("timed_out"):
         p.problem("container", "`%s` did not finish within %ss (docker_runtime_command_timeout); expected the test "
                                "container to exit at once; fix: look at `journalctl -u docker`, then rerun"
                   % (run.get("command"), s["timeout"]))
-    elif not run.get("present"):
+        return "failed"
+    if not run.get("present"):
+        if not s["test_image"]:
+            return "not_proven"
         p.problem("image", "image %s is not on this node (the role never pulls it); expected a small local image for "
                            "`docker run --rm --gpus all`; fix: docker pull %s (or docker load it), or set "
                            "docker_runtime_test_image to an image the node has" % (s["test_image"], s["test_image"]))
-    elif not run.get("ok") and not pending:
-        p.problem("container", "`%s` failed (rc %s): %s; expected it to run with the GPU; fix: check the NVIDIA "
-                               "driver (nvidia-smi) and the toolkit (nvidia-ctk --version), then rerun"
-                  % (run.get("command"), run.get("rc"), run.get("stderr") or run.get("error")))
+        return "failed"
+    if run.get("ok"):
+        return "proven"
+    if pending:
+        return "pending"
+    p.problem("container", "`%s` failed (rc %s): %s; expected it to run with the GPU; fix: check the NVIDIA "
+                           "driver (nvidia-smi) and the toolkit (nvidia-ctk --version), then rerun"
+              % (run.get("command"), run.get("rc"), run.get("stderr") or run.get("error")))
+    return "failed"
+
+
+def not_proven_line(node, user, runtime, tried):
+    """What the role says, once per node, when Docker is set up but no container proved GPU access."""
+    found = ("none of %s is on the node" % ", ".join(tried) if tried
+             else "no image the collection uses is known (docker_runtime_known_images is empty)")
+    return ("%s: GPU access not proven for %s: Docker and the %s runtime are set up (`docker info` lists it), but no "
+            "`docker run --gpus all` container ran, because docker_runtime_test_image is empty and %s; expected a "
+            "container to start with the GPU; fix: set docker_runtime_test_image to an image present on the node "
+            "(it is never pulled) and rerun" % (node, user, runtime, found))
 
 
 def plan(probe, settings, node, become=False, check_mode=False, final=False, platform=None):
     """What to do on ``node`` from its docker_runtime_info ``probe``.
 
-    ``become``: whether the play lets tasks become root. Returns a dict with one boolean
+    ``become``: whether the play lets tasks become root. Returns a dict with ``status``
+    (see STATUSES), ``gpu_image`` (the image whose ``--gpus all`` container ran, or None), one boolean
     per step (``install_engine``, ``install_toolkit``, ``start_engine``, ``configure_runtime``,
     ``restart_engine``, ``join_group``), ``reconnect``, ``probe_as_user`` (the probe ran as
     another user: ask again as the deploy user), ``verify``, ``repositories``,
@@ -352,7 +375,7 @@ def plan(probe, settings, node, become=False, check_mode=False, final=False, pla
                                 "as %s; fix: connect as %s (ansible_user) or %s"
                       % (user.get("name"), deploy, deploy, deploy, BECOME_HINT))
             out.update(failures=p.problems, steps=[], notes=[], summary=p.problems, changed=False,
-                       repositories=[], packages={"engine": [], "toolkit": []})
+                       repositories=[], packages={"engine": [], "toolkit": []}, status="failed", gpu_image=None)
             out.update(dict((name, False) for name in STEP_ORDER))
             return out
 
@@ -372,7 +395,7 @@ def plan(probe, settings, node, become=False, check_mode=False, final=False, pla
         out["reconnect"] = True
     _runtime(p, probe, s, answered, as_deploy or root)
     _group(p, probe)
-    _container(p, probe, s, answered, as_deploy)
+    gpu = _container(p, probe, s, answered, as_deploy)
 
     install_engine, install_toolkit = p.has("install_engine"), p.has("install_toolkit")
     if install_engine or install_toolkit:
@@ -402,13 +425,26 @@ def plan(probe, settings, node, become=False, check_mode=False, final=False, pla
     out["failures"] = failures
     out["verify"] = not final and not check_mode and bool(steps or out["reconnect"])
     out["changed"] = bool(check_mode and steps and not failures)
+    run = probe.get("test_run") or {}
+    out["gpu_image"] = run.get("image") if gpu == "proven" else None
     if failures:
+        out["status"] = "failed"
         out["summary"] = list(failures)
     elif steps:
+        out["status"] = "changes_due"
         actions = ", ".join(ACTIONS[st["step"]] % {"user": deploy} for st in steps)
         out["summary"] = ["%s: %s; %s: %s" % (node, "; ".join(st["missing"] for st in steps),
                                               "a real run would" if check_mode else "fixing with become", actions)]
+    elif gpu == "proven":
+        out["status"] = "ready"
+        out["summary"] = ["%s: Docker and the %s runtime are ready for %s: a `docker run --gpus all` container of %s "
+                          "ran" % (node, s["runtime"], deploy, out["gpu_image"])]
+    elif gpu == "not_proven":
+        out["status"] = "gpu_not_proven"
+        out["summary"] = [not_proven_line(node, deploy, s["runtime"], run.get("tried") or [])]
     else:
-        out["summary"] = ["%s: Docker and the %s runtime are ready for %s" % (node, s["runtime"], deploy)]
+        # Nothing to fix, but the deploy user's probe (or the one after reconnecting) is still to come.
+        out["status"] = "pending"
+        out["summary"] = ["%s: Docker and the %s runtime are to be checked again as %s" % (node, s["runtime"], deploy)]
     out["summary"] += p.notes
     return out

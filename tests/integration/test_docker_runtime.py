@@ -22,6 +22,9 @@ ADMIN = {"ansible_user": "admin", "docker_runtime_user": "spark"}
 DEFAULT_COMMAND_TIMEOUT = 30  # docker_runtime_command_timeout's default
 PLAN = "Decide what is missing and whether the play may fix it"
 USER_PLAN = "Decide from what the deploy user sees"
+SAY = "Say what is missing and what the role does about it"
+PUBLISH = "Publish the node's Docker state"
+BUSYBOX = "glm53-lab/busybox:latest"  # the lab inventory's docker_runtime_test_image, in every node's engine
 RUNTIME = {"args": [], "path": "nvidia-container-runtime"}
 
 
@@ -74,9 +77,13 @@ def test_ready_node_as_spark_is_ok_without_become(run_playbook):
         assert result.changed_total == 0, result.stats
         assert set(result.stats["ok"]) == set(NODES)
         plans = result.task_results(PLAN)
+        facts = result.task_results(PUBLISH)
         for node in NODES:
-            assert plans[node]["summary"][0] == f"{node}: Docker and the nvidia runtime are ready for spark"
+            assert plans[node]["summary"][0] == (f"{node}: Docker and the nvidia runtime are ready for spark: a "
+                                                 f"`docker run --gpus all` container of {BUSYBOX} ran")
+            assert plans[node]["status"] == "ready" and plans[node]["gpu_image"] == BUSYBOX
             assert plans[node]["become"] is False and plans[node]["verify"] is False
+            assert facts[node]["ansible_facts"]["glm53_docker_runtime"]["status"] == "ready"
         # The container check ran as spark, on each node.
         probes = result.task_results("Read Docker and the NVIDIA runtime as the connection user")
         assert {n: (r["user"]["name"], r["test_run"]["ok"]) for n, r in probes.items()} == {
@@ -85,6 +92,30 @@ def test_ready_node_as_spark_is_ok_without_become(run_playbook):
         assert any("SSH: EXEC" in (e.get("stdout") or "") for e in result.events), "no -vvv output to judge"
         # Nothing restarted.
         assert {node: dockerd_pid(node) for node in NODES} == pids
+
+
+def test_without_a_test_image_a_known_image_proves_gpu_access_else_it_is_not_proven(run_playbook):
+    absent = "glm53-lab/absent:none"  # never in any node's engine
+    with lab_faults.daemon_json(WORKER, configured(WORKER)):
+        # No docker_runtime_test_image: the first of the collection's images the node has is run.
+        known = run_playbook(PLAYBOOK, limit=WORKER, extravars={
+            "docker_runtime_test_image": "", "docker_runtime_known_images": [absent, BUSYBOX]})
+        plan = known.task_results(PLAN)[WORKER]
+        assert (plan["status"], plan["gpu_image"]) == ("ready", BUSYBOX)
+        # None of them on the node: said once, never "ready", and the play goes on.
+        none = run_playbook(PLAYBOOK, limit=WORKER, extravars={
+            "docker_runtime_test_image": "", "docker_runtime_known_images": [absent]})
+        assert none.changed_total == 0 and none.failed_tasks() == []
+        plan = none.task_results(PLAN)[WORKER]
+        assert plan["status"] == "gpu_not_proven" and plan["failures"] == []
+        line = (f"{WORKER}: GPU access not proven for spark: Docker and the nvidia runtime are set up (`docker info` "
+                "lists it), but no `docker run --gpus all` container ran, because docker_runtime_test_image is empty "
+                f"and none of {absent} is on the node; expected a container to start with the GPU; fix: set "
+                "docker_runtime_test_image to an image present on the node (it is never pulled) and rerun")
+        assert none.task_results(SAY)[WORKER]["msg"] == [line]
+        assert none.task_results("Say the node's state after the fixes")[WORKER]["_event"] == "runner_on_skipped"
+        assert none.task_results(PUBLISH)[WORKER]["ansible_facts"]["glm53_docker_runtime"] == {
+            "status": "gpu_not_proven", "gpu_image": None, "user": "spark", "summary": [line]}
 
 
 def test_missing_runtime_as_spark_without_become_fails_and_changes_nothing(run_playbook):

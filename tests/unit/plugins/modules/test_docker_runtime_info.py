@@ -84,9 +84,30 @@ def test_a_node_without_the_runtime(fakes, tmp_path):
     assert result["daemon"]["command"] == "docker info --format '{{json .}}'"
     assert result["daemon_json"]["config"] == {"bip": "198.19.1.1/24", "log-opts": {"max-size": "10m"}}
     assert result["daemon_json"]["runtime"]["missing"] == ["runtimes.nvidia"]
-    assert result["test_run"]["ok"] is True
+    assert result["test_run"]["ok"] is True and result["test_run"]["source"] == "test_image"
+    # The command replaces the entrypoint, so an image's own entrypoint (an engine's) never runs.
     assert (fakes / "run-args").read_text().split() == [
-        "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", "glm53-lab/busybox:latest", "true"]
+        "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", "--entrypoint", "true",
+        "glm53-lab/busybox:latest"]
+
+
+def test_without_a_test_image_the_first_known_image_on_the_node_runs(fakes):
+    result = probe(fakes, {"known_images": ["glm53-tensorfold:lp9001", "glm53-lab/busybox:latest"],
+                           "test_command": ["nvidia-smi", "-L"]})
+    run = result["test_run"]
+    assert (run["image"], run["source"], run["ok"]) == ("glm53-lab/busybox:latest", "known_image", True)
+    assert run["tried"] == ["glm53-tensorfold:lp9001", "glm53-lab/busybox:latest"]
+    assert (fakes / "run-args").read_text().split() == [
+        "run", "--rm", "--gpus", "all", "--network", "none", "--pull", "never", "--entrypoint", "nvidia-smi",
+        "glm53-lab/busybox:latest", "-L"]
+
+
+def test_without_a_test_image_and_none_of_the_known_images_no_container_runs(fakes):
+    run = probe(fakes, {"known_images": ["glm53-tensorfold:lp9001", "glm53-tensorfold:dev"]})["test_run"]
+    assert (run["present"], run["ran"], run["source"], run["image"]) == (False, False, None, None)
+    assert run["tried"] == ["glm53-tensorfold:lp9001", "glm53-tensorfold:dev"]
+    assert run["error"] == "none of glm53-tensorfold:lp9001, glm53-tensorfold:dev is on this node (none is pulled here)"
+    assert not (fakes / "run-args").exists()
 
 
 def test_the_deploy_users_groups_come_from_the_user_database(fakes):

@@ -75,6 +75,6 @@ def test_play_become_false_wins_over_nothing(tmp_path):
 def test_check_mode_reports_the_change(tmp_path):
     result = play(tmp_path, "--check")
     assert result.get("failed") is not True
-    assert result["changed"] is True
+    assert result["changed"] is True and result["status"] == "changes_due"
     assert "a real run would: register the runtime with nvidia-ctk and restart Docker" in result["msg"]
     assert "and become is off" in result["msg"]

@@ -34,8 +34,9 @@ def healthy(**changes):
                         "config": {"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}},
                         "runtime": {"registered": True, "path": "nvidia-container-runtime", "default_runtime": None,
                                     "is_default": False, "configured": True, "missing": []}},
-        "test_run": {"image": "ubuntu:24.04", "present": True, "ran": True, "ok": True, "rc": 0, "stderr": "",
-                     "timed_out": False, "command": "docker run --rm --gpus all --network none --pull never ubuntu:24.04 true",
+        "test_run": {"image": "ubuntu:24.04", "source": "test_image", "tried": ["ubuntu:24.04"], "present": True,
+                     "ran": True, "ok": True, "rc": 0, "stderr": "", "timed_out": False,
+                     "command": "docker run --rm --gpus all --network none --pull never --entrypoint true ubuntu:24.04",
                      "error": None},
     }
     for path, value in changes.items():
@@ -60,9 +61,39 @@ def no_docker(probe):
     probe["daemon"] = {"ran": False, "answered": False, "server_version": None, "runtimes": [], "default_runtime": None,
                        "error": "no docker command on PATH", "error_kind": None, "timed_out": False, "command": None,
                        "timeout": 30}
-    probe["test_run"] = {"image": "ubuntu:24.04", "present": False, "ran": False, "ok": False, "rc": None, "stderr": "",
-                         "timed_out": False, "command": None, "error": None}
+    probe["test_run"] = {"image": "ubuntu:24.04", "source": None, "tried": [], "present": False, "ran": False, "ok": False,
+                         "rc": None, "stderr": "", "timed_out": False, "command": None, "error": None}
     return probe
+
+
+KNOWN = ["glm53-tensorfold:lp9001", "glm53-tensorfold:dev"]
+
+
+def known_image_ran(probe, image="glm53-tensorfold:dev", ok=True, stderr=""):
+    """docker_runtime_test_image empty: the module found ``image`` among the collection's images and ran it."""
+    probe = copy.deepcopy(probe)
+    probe["test_run"] = {"image": image, "source": "known_image", "tried": KNOWN[:KNOWN.index(image) + 1],
+                         "present": True, "ran": True, "ok": ok, "rc": 0 if ok else 125, "stderr": stderr,
+                         "timed_out": False, "error": None,
+                         "command": "docker run --rm --gpus all --network none --pull never --entrypoint true " + image}
+    return probe
+
+
+def no_image(probe, tried=tuple(KNOWN)):
+    """docker_runtime_test_image empty and none of the collection's images on the node: no container ran."""
+    probe = copy.deepcopy(probe)
+    probe["test_run"] = {"image": None, "source": None, "tried": list(tried), "present": False, "ran": False,
+                         "ok": False, "rc": None, "stderr": "", "timed_out": False, "command": None,
+                         "error": "none of %s is on this node (none is pulled here)" % ", ".join(tried) if tried else None}
+    return probe
+
+
+NO_TEST_IMAGE = {"test_image": ""}
+NOT_PROVEN = (
+    "spark-worker: GPU access not proven for spark: Docker and the nvidia runtime are set up (`docker info` lists it), "
+    "but no `docker run --gpus all` container ran, because docker_runtime_test_image is empty and none of "
+    "glm53-tensorfold:lp9001, glm53-tensorfold:dev is on the node; expected a container to start with the GPU; fix: "
+    "set docker_runtime_test_image to an image present on the node (it is never pulled) and rerun")
 
 
 SETTINGS = {"test_image": "ubuntu:24.04"}
@@ -85,13 +116,94 @@ def test_ready_node_needs_nothing_and_no_become(become):
     result = decide(healthy(), become=become)
     assert steps(result) == [] and result["failures"] == []
     assert result["verify"] is False and result["probe_as_user"] is False and result["changed"] is False
-    assert result["summary"] == ["spark-worker: Docker and the nvidia runtime are ready for spark"]
+    assert result["status"] == "ready" and result["gpu_image"] == "ubuntu:24.04"
+    assert result["summary"] == ["spark-worker: Docker and the nvidia runtime are ready for spark: a `docker run "
+                                 "--gpus all` container of ubuntu:24.04 ran"]
 
 
-def test_ready_node_without_a_test_image_says_the_container_check_was_skipped():
-    result = decide(healthy(), settings={"test_image": ""})
-    assert result["failures"] == []
-    assert "container check skipped: docker_runtime_test_image is empty" in result["notes"]
+# ---------------------------------------------------------------- GPU access: proven only by a container
+
+
+def test_runtime_listed_but_no_image_to_run_is_not_proven_and_never_ready():
+    # The issue's case: `docker info` lists nvidia, docker_runtime_test_image is empty and
+    # no engine image exists yet. The old judgment said "ready" here.
+    result = decide(no_image(healthy()), settings=NO_TEST_IMAGE)
+    assert result["status"] == "gpu_not_proven" and result["gpu_image"] is None
+    assert result["summary"] == [NOT_PROVEN]
+    assert not any("ready" in line for line in result["summary"])
+    # It stops nothing: a stock DGX OS node before any engine image exists still deploys.
+    assert result["failures"] == [] and steps(result) == []
+    assert result["verify"] is False and result["changed"] is False
+
+
+def test_not_proven_without_any_known_image_says_none_is_known():
+    result = decide(no_image(healthy(), tried=[]), settings=NO_TEST_IMAGE)
+    assert result["status"] == "gpu_not_proven" and result["failures"] == []
+    assert ("docker_runtime_test_image is empty and no image the collection uses is known "
+            "(docker_runtime_known_images is empty)") in result["summary"][0]
+
+
+def test_an_engine_image_on_the_node_proves_gpu_access_when_no_test_image_is_set():
+    result = decide(known_image_ran(healthy()), settings=NO_TEST_IMAGE)
+    assert result["status"] == "ready" and result["gpu_image"] == "glm53-tensorfold:dev"
+    assert result["summary"] == ["spark-worker: Docker and the nvidia runtime are ready for spark: a `docker run "
+                                 "--gpus all` container of glm53-tensorfold:dev ran"]
+
+
+def test_an_engine_image_whose_gpu_container_fails_fails_the_node():
+    result = decide(known_image_ran(healthy(), image="glm53-tensorfold:lp9001", ok=False,
+                                    stderr="nvidia-container-cli: initialization error: nvml error: driver not loaded"),
+                    settings=NO_TEST_IMAGE, become=True)
+    assert result["status"] == "failed"
+    assert result["failures"] == [
+        "[docker_runtime.container] spark-worker: `docker run --rm --gpus all --network none --pull never --entrypoint "
+        "true glm53-tensorfold:lp9001` failed (rc 125): nvidia-container-cli: initialization error: nvml error: driver "
+        "not loaded; expected it to run with the GPU; fix: check the NVIDIA driver (nvidia-smi) and the toolkit "
+        "(nvidia-ctk --version), then rerun"]
+
+
+def test_not_proven_is_judged_after_the_fixes_not_before():
+    before = decide(no_runtime(no_image(healthy())), settings=NO_TEST_IMAGE, become=True)
+    assert before["status"] == "changes_due" and before["verify"] is True
+    assert before["summary"][0].startswith("spark-worker: the nvidia runtime is missing; fixing with become")
+    after = decide(no_image(healthy()), settings=NO_TEST_IMAGE, become=True, final=True)
+    assert after["status"] == "gpu_not_proven" and after["failures"] == [] and after["summary"] == [NOT_PROVEN]
+
+
+def test_check_mode_on_a_node_without_an_image_is_not_proven_and_changes_nothing():
+    result = decide(no_image(healthy()), settings=NO_TEST_IMAGE, check_mode=True)
+    assert result["status"] == "gpu_not_proven" and result["changed"] is False and result["failures"] == []
+
+
+def test_a_node_to_be_judged_again_is_pending_not_ready():
+    reconnect = healthy(user__session_groups=["spark"], user__session_in_docker_group=False)
+    reconnect["daemon"].update(answered=False, runtimes=[], error="permission denied", error_kind="permission")
+    admin = healthy(user__name="admin", user__uid=1001, user__deploy_user="spark")
+    for probe in (reconnect, admin):
+        result = decide(probe, become=True)
+        assert result["status"] == "pending" and result["gpu_image"] is None
+        assert result["summary"][0] == "spark-worker: Docker and the nvidia runtime are to be checked again as spark"
+
+
+@pytest.mark.parametrize("probe, settings, kw, status", [
+    (healthy(), {}, {}, "ready"),
+    (no_image(healthy()), NO_TEST_IMAGE, {}, "gpu_not_proven"),
+    (no_runtime(healthy()), {}, {"become": True}, "changes_due"),
+    (no_runtime(healthy()), {}, {"check_mode": True}, "changes_due"),
+    (no_runtime(healthy()), {}, {}, "failed"),
+    (healthy(user__name="admin", user__uid=1001, user__deploy_user="spark"), {}, {}, "failed"),
+])
+def test_every_status_is_one_of_the_documented_ones(probe, settings, kw, status):
+    result = decide(probe, settings=settings, **kw)
+    assert result["status"] == status and status in dr.STATUSES
+    assert (result["status"] == "failed") == bool(result["failures"])
+
+
+def test_the_documented_statuses_are_the_modules():
+    from ansible_collections.dgx_spark.glm53.plugins.modules import docker_runtime_plan
+    returned = yaml.safe_load(docker_runtime_plan.RETURN)["status"]["description"]
+    documented = [line.split(" - ")[0].strip() for line in returned]
+    assert documented == ["V(%s)" % status for status in dr.STATUSES]
 
 
 # ---------------------------------------------------------------- become off
