@@ -62,8 +62,12 @@ sanity: setup
 	install -D -m 0644 tests/sanity/get_pip.py $(GET_PIP_CACHE)
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
+# Two workers (pytest-xdist): most unit tests wait on a child process (a module run, pip,
+# rsync). Tests that measure the page cache, and those that build a shared wheelhouse, are
+# kept together on one worker each (tests/unit/conftest.py), never side by side.
+UNIT_WORKERS ?= 2
 unit: setup
-	python -m pytest tests/unit
+	python -m pytest tests/unit -n $(UNIT_WORKERS) --dist loadgroup
 
 # Build the tarball, install it alone (--no-deps, no checkout config) and use it.
 build: setup
