@@ -1,6 +1,7 @@
 """Process helpers for the tests that run real commands: measured here, around the
 calls, never taken from the results under test."""
 
+import json
 import os
 import shutil
 import time
@@ -96,3 +97,33 @@ def gone_within(pids_alive, limit):
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.05)
+
+
+def in_child(func, setup=None, passes=()):
+    """``func()`` run in a forked child after ``setup()`` (privileges, namespaces: what the
+    test must not do to pytest's own process); its JSON-able result comes back. An exception
+    of a type in ``passes`` is raised again here with its message; any other fails the test."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        os.close(reader)
+        try:
+            if setup is not None:
+                setup()
+            payload = {"result": func()}
+        except passes as exc:  # pylint: disable=catching-non-exception
+            payload = {"passes": [next(i for i, kind in enumerate(passes) if isinstance(exc, kind)), str(exc)]}
+        except BaseException as exc:  # reported to the parent
+            payload = {"crash": repr(exc)}
+        os.write(writer, json.dumps(payload).encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    payload = json.loads(data)
+    assert "crash" not in payload, payload["crash"]
+    if "passes" in payload:
+        index, message = payload["passes"]
+        raise passes[index](message)
+    return payload["result"]

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import processes
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import (
     CommandTimeout,
     gather_ports,
@@ -213,29 +214,16 @@ def in_a_new_network_namespace(func):
     a user namespace, in which it may (Linux lets the owner of a network namespace mount sysfs).
     """
     flags = CLONE_NEWNS | CLONE_NEWNET | (0 if os.geteuid() == 0 else CLONE_NEWUSER)
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never returns into pytest
-        os.close(reader)
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            for call, args in (("unshare", (flags,)),
-                               ("mount", (b"none", b"/", None, MS_REC | MS_PRIVATE, None)),  # keep our mounts to us
-                               ("mount", (b"sysfs", b"/sys", b"sysfs", 0, None))):
-                if getattr(libc, call)(*args) != 0:
-                    raise OSError(ctypes.get_errno(), "%s: %s" % (call, os.strerror(ctypes.get_errno())))
-            payload = {"result": func()}
-        except BaseException as exc:  # reported to the parent
-            payload = {"error": repr(exc)}
-        os.write(writer, json.dumps(payload).encode())
-        os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader) as inp:
-        data = inp.read()
-    os.waitpid(pid, 0)
-    payload = json.loads(data)
-    assert "error" not in payload, payload["error"]
-    return payload["result"]
+
+    def enter_namespaces():
+        libc = ctypes.CDLL(None, use_errno=True)
+        for call, args in (("unshare", (flags,)),
+                           ("mount", (b"none", b"/", None, MS_REC | MS_PRIVATE, None)),  # keep our mounts to us
+                           ("mount", (b"sysfs", b"/sys", b"sysfs", 0, None))):
+            if getattr(libc, call)(*args) != 0:
+                raise OSError(ctypes.get_errno(), "%s: %s" % (call, os.strerror(ctypes.get_errno())))
+
+    return processes.in_child(func, setup=enter_namespaces)
 
 
 def _carrier_error(name):

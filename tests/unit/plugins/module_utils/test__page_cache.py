@@ -19,6 +19,7 @@ import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache as pc
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import GIB, read_meminfo
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import processes
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle import (
     MIB,
     PAGE,
@@ -73,31 +74,13 @@ def run_unprivileged(func):
     """
     if os.geteuid() != 0:
         return func()
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(reader)
-        try:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            payload = {"result": func()}
-        except pc.PageCacheError as exc:
-            payload = {"page_cache_error": str(exc)}
-        except BaseException as exc:  # report anything to the parent, never return into pytest
-            payload = {"crash": repr(exc)}
-        with os.fdopen(writer, "w") as out:
-            json.dump(payload, out)
-        os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader) as inp:
-        data = inp.read()
-    os.waitpid(pid, 0)
-    payload = json.loads(data)
-    assert "crash" not in payload, payload
-    if "page_cache_error" in payload:
-        raise pc.PageCacheError(payload["page_cache_error"])
-    return payload["result"]
+
+    def drop_to_nobody():
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    return processes.in_child(func, setup=drop_to_nobody, passes=(pc.PageCacheError,))
 
 
 # --- pure helpers -------------------------------------------------------------------

@@ -126,14 +126,6 @@ def test_pip_failures_say_what_to_fix():
 # -- with a real interpreter and wheelhouse -------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def interpreter():
-    found = wheelhouse.venv_python()
-    if found is None:
-        pytest.fail("no Python 3.10+ with ensurepip on this controller")
-    return found
-
-
-@pytest.fixture(scope="module")
 def wheels(interpreter):
     requirements, pip_version = wheelhouse.hf_requirements()
     return wheelhouse.build(platform.machine(), interpreter[1], requirements, pip_version)

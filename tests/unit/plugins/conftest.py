@@ -1,4 +1,4 @@
-"""Fixtures shared by the module tests that build real virtual environments."""
+"""Fixtures shared by the tests that build real virtual environments (module_utils and modules)."""
 
 import pytest
 
