@@ -3,7 +3,8 @@ each other are grouped onto one worker (--dist loadgroup):
 
 - page_cache: they measure or perturb the page cache (fincore and mincore readings, a
   memory balloon, residency of simulated weights); beside each other a balloon would
-  evict the pages another test is counting.
+  evict the pages another test is counting. Marked `page_cache` too: `make test` runs
+  them alone, before the lab tests, and the rest beside the lab tests.
 - wheelhouse: they build the same wheelhouse under tests/output/wheelhouse (a session
   fixture per worker); two workers would write it at once.
 """
@@ -26,3 +27,5 @@ def pytest_collection_modifyitems(items):
         group = by_file.get(Path(str(item.fspath)).name)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+        if group == "page_cache":
+            item.add_marker(pytest.mark.page_cache)
