@@ -567,6 +567,9 @@ def test_a_dead_rank_takes_the_other_down(model, workdir, sessions, victim):
         pair.ready()
         dead, survivor = (pair.r1, pair.r0) if victim == 1 else (pair.r0, pair.r1)
         dead.proc.kill()
+        # Reaped: gone for good. A killed process closes its sockets one by one as it exits; a
+        # request sent meanwhile can still be queued on rank 0's listener and then reset.
+        dead.proc.wait()
         assert survivor.wait_exit(60) != 0  # it sees the link close at once; 60 s only guards a hang
         assert re.search(r"^\[rank%d\]: torch\.distributed\.DistBackendError: NCCL error" % survivor.rank,
                          survivor.text(), re.M), survivor.text()
