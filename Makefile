@@ -153,9 +153,10 @@ lab: setup lab-up
 	bash lab/demo.sh
 
 # End-to-end tests on the lab (the `lab` fixture brings it up). pytest exits 5 when it
-# collects nothing, which fails this target as it should.
+# collects nothing, which fails this target as it should. Every test's time is kept in
+# .build/integration.xml (benchmarks/test_times.py reads it: where the time goes).
 integration: setup
-	python -m pytest -m lab tests/integration
+	mkdir -p .build && python -m pytest -m lab tests/integration --junitxml=.build/integration.xml
 
 # Every scenario in molecule/; the shared lab is created once and destroyed once.
 # Fresh molecule state each time: molecule skips `create` when its state file says

@@ -230,6 +230,15 @@ def rank_failure(rank, unreachable_in_a_row=0):
     return None
 
 
+def absent_rank_reason(ranks):
+    """Why waiting cannot help once the start has finished: a rank container that does not exist
+    (nothing is creating it any more), or None."""
+    for rank in ranks:
+        if rank and rank["state"] == "absent":
+            return rank_waiting_reason(rank)
+    return None
+
+
 def rank_waiting_reason(rank):
     """Why a rank that did not fail is not ready yet, or None when it is running."""
     label = rank_label(rank)

@@ -26,6 +26,7 @@ from urllib.request import ProxyHandler, Request, build_opener
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import os_error, run_with_timeout
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import (
     DEFAULT_HEAD_CONTAINER,
+    absent_rank_reason,
     canary_failure_message,
     canary_payload,
     canary_verdict,
@@ -264,9 +265,11 @@ class Waiter(object):
             if failure:
                 return self._finish(False, reason=failure, msg=failure)
             self.state["slots"] = verdict["slots"]
-            if verdict.get("final") and self.params.get("slots_final"):
-                message = "not ready: %s" % verdict["reason"]
-                return self._finish(False, reason=verdict["reason"], msg=message)
+            if self.params.get("start_finished"):
+                # Nothing is starting: a short slot count or a missing rank stays so.
+                reason = verdict["reason"] if verdict.get("final") else absent_rank_reason(self.state["ranks"])
+                if reason:
+                    return self._finish(False, reason=reason, msg="not ready: %s" % reason)
             if verdict["ready"]:
                 failure = self._canary() if self.params["canary"] else None
                 if failure:

@@ -131,20 +131,23 @@ options:
     description: Log lines of a failed rank to return (C(docker logs --tail)); at least V(1).
     type: int
     default: 40
-  slots_final:
+  start_finished:
     description:
-      - The start has finished (for example C(serve.sh start) returned), so a slot count the serving engine
-        reports below O(slots) is final and fails at once. The engine fits its slots once, at load.
-      - Leave V(false) while a start may still restart the engine with the caches dropped (the kit's slot retries).
+      - No start is under way (for example C(serve.sh start) returned, or nothing was started), so what waiting
+        cannot change fails at once - a slot count the serving engine reports below O(slots) (the engine fits
+        its slots once, at load), and a rank container that does not exist.
+      - Leave V(false) while a start may still create the ranks or restart the engine with the caches dropped
+        (the kit's slot retries).
     type: bool
     default: false
+    aliases: [slots_final]
 requirements:
   - The C(docker) CLI usable by the connecting user without sudo on this node and on the workers, and the
     OpenSSH client on this node when O(workers) is not empty.
 notes:
   - Run it on the head (rank 0's node). The API is usually bound to C(127.0.0.1) there.
   - A rank container that does not exist is waited for (a start may still be creating it) and named in the
-    timeout message.
+    timeout message; with O(start_finished) it fails at once.
   - With too few slots it waits for the whole O(timeout) (a start may restart the ranks after dropping the page
     cache, as the kit's C(SLOT_RETRIES) does), then names the count found, the count wanted and the fix.
 seealso:
@@ -311,7 +314,7 @@ ARGUMENT_SPEC = dict(
     canary_max_tokens=dict(type="int", default=4, no_log=False),
     served_name=dict(type="str"),
     log_lines=dict(type="int", default=40),
-    slots_final=dict(type="bool", default=False),
+    start_finished=dict(type="bool", default=False, aliases=["slots_final"]),
 )
 
 

@@ -216,10 +216,18 @@ def test_weights_in_the_page_cache_cost_slots_and_start_exits_3_with_the_server_
     # forced drops fail and the start ends with exit 3, the short server left running.
     shard = f"{HF}/{MODEL_DIR}/model-00001-of-00001.safetensors"
     on("spark-head", f"head -c 33554432 /dev/zero > {shard} && cat {shard} > /dev/null")
+    # The shard is read again and again during the start, as a serving node's other readers
+    # would: memory pressure from another process on this machine (its page cache is the
+    # nodes') must not turn the cached weights cold behind the test's back. The kit cannot
+    # drop them either way (spark has no sudo), which is what is asserted.
+    warm = "/tmp/glm53-keep-warm.pid"
+    on("spark-head", f"nohup sh -c 'while :; do cat {shard} > /dev/null; sleep 0.2; done' >/dev/null 2>&1 & "
+                     f"echo $! > {warm}")
     try:
         start = serve("start", timeout=180)
         models = on("spark-head", "curl -sf -m 5 http://127.0.0.1:8000/v1/models", check=False)
     finally:
+        on("spark-head", f"kill $(cat {warm}) 2>/dev/null; rm -f {warm}", check=False)
         serve("stop")
         on("spark-head", f"rm -f {shard}")
     out = start.stdout

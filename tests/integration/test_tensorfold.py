@@ -21,6 +21,11 @@ from lab_faults import HEAD, WORKER, sh
 REPO = Path(__file__).resolve().parents[2]
 SITE = "playbooks/site.yml"
 TF = {"path": "tensorfold"}
+# After the module's cold deploy (the whole site.yml, then its rerun), a run that changes only
+# what tensorfold reads runs the weights (they publish glm53_weights, which tensorfold checks)
+# and tensorfold: the preflight and docker_runtime are not the subject, and their contract
+# and runtime are already on the nodes.
+ROLES = ["hf_weights", "tensorfold"]
 KIT = "/home/spark/glm53-tensorfold-spark"
 SESSIONS = "/home/spark/.cache/glm53-tf/sessions"
 API = "http://127.0.0.1:8000"
@@ -117,10 +122,10 @@ def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_p
     answer = api("/v1/chat/completions", ask)
     assert answer["choices"][0]["logprobs"]["content"], answer
     try:
-        run_playbook(SITE, extravars=dict(TF, tensorfold_image="glm53-tensorfold:dev"), ident="dev-image")
+        run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_image="glm53-tensorfold:dev"), ident="dev-image")
         assert api("/v1/chat/completions", ask)["choices"][0].get("logprobs") is None
     finally:
-        run_playbook(SITE, extravars=TF, ident="back-to-lp9001")
+        run_playbook(SITE, tags=ROLES, extravars=TF, ident="back-to-lp9001")
     assert api("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"]
 
 
@@ -132,17 +137,18 @@ def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(dep
     before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
     before = ranks()
     try:
-        run = run_playbook(SITE, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
+        run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
         after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
         assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
         assert ranks() != before and run.changed_total > 0
     finally:
-        run_playbook(SITE, extravars=TF, ident="profile-back")
+        run_playbook(SITE, tags=ROLES, extravars=TF, ident="profile-back")
 
 
 def test_unknown_override_fails_before_any_change(deployed, run_playbook):
     before = ranks()
-    run = run_playbook(SITE, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_BACH": 4}), expect_success=False)
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_BACH": 4}),
+                       expect_success=False)
     run.assert_failed()
     assert "unknown key 'GLM53_TF_BACH' (did you mean GLM53_TF_BATCH" in run.stdout
     assert run.changed_total == 0 and ranks() == before
@@ -152,12 +158,12 @@ def test_warm_page_cache_without_eviction_boots_1_slot_and_fails_naming_it(deplo
     stop_service()
     for node in (HEAD, WORKER):  # the weights were just copied: their pages are cached
         spark(node, "find -L ~/.cache/huggingface/hub -type f -size +1M -exec cat {} + > /dev/null")
-    run = run_playbook(SITE, extravars=dict(TF, tensorfold_evict=False, tensorfold_start_attempts=1),
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_evict=False, tensorfold_start_attempts=1),
                        expect_success=False)
     run.assert_failed()
     assert "1 request slot(s), want 8" in run.stdout and "tensorfold_evict" in run.stdout
     assert running_ranks() == [(HEAD, []), (WORKER, [])], "a failed start left a rank running"
-    fixed = run_playbook(SITE, extravars=TF, ident="with-eviction")
+    fixed = run_playbook(SITE, tags=ROLES, extravars=TF, ident="with-eviction")
     assert fixed.changed_total > 0 and slots_in_log() == "8 request slot(s)"
 
 
@@ -168,7 +174,8 @@ def test_a_worker_rank_killed_during_start_fails_fast_with_both_ranks_lines(depl
                ">/dev/null 2>&1 & echo $! > /tmp/glm53-killer.pid")
     try:
         started = time.monotonic()
-        run = run_playbook(SITE, extravars=dict(TF, tensorfold_start_timeout=START_TIMEOUT), expect_success=False)
+        run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_start_timeout=START_TIMEOUT),
+                           expect_success=False)
         took = time.monotonic() - started
     finally:
         sh(WORKER, "kill $(cat /tmp/glm53-killer.pid) 2>/dev/null; rm -f /tmp/glm53-killer.pid", check=False)
@@ -186,7 +193,8 @@ def test_a_silent_hang_is_not_ready_and_names_the_canary(deployed, run_playbook)
     stop_service()
     spark(HEAD, f"mkdir -p {SESSIONS} && touch {SESSIONS}/lab-hang")
     try:
-        run = run_playbook(SITE, extravars=dict(TF, tensorfold_start_attempts=1, tensorfold_canary_timeout=5),
+        run = run_playbook(SITE, tags=ROLES,
+                           extravars=dict(TF, tensorfold_start_attempts=1, tensorfold_canary_timeout=5),
                            expect_success=False)
     finally:
         spark(HEAD, f"rm -f {SESSIONS}/lab-hang")

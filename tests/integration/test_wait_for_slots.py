@@ -19,6 +19,9 @@ PLAYBOOK = "tests/integration/playbooks/wait_for_slots.yml"
 TASK = "Wait for 8 request slots on both ranks"
 IMAGE = "glm53-lab/busybox:latest"
 TIMEOUT = 120
+# One poll (docker inspect here and over ssh, two HTTP calls to a closed port) is well under
+# this; waiting for the 120 s timeout is far over it.
+OVERDUE_POLL = TIMEOUT / 4
 
 
 def start_rank(node: str, rank: int) -> None:
@@ -95,3 +98,17 @@ def test_missing_containers_are_waited_for_and_named_at_the_timeout(run_playbook
     assert [rank["state"] for rank in res["ranks"]] == ["absent", "absent"], res["ranks"]
     # It waited its own 3 s, not the usual timeout.
     assert 3 <= result.task_seconds(TASK, HEAD) < TIMEOUT
+
+
+def test_missing_containers_fail_at_once_when_no_start_is_under_way(run_playbook):
+    # As the tensorfold role probes before deciding to start: nothing is starting, so a
+    # missing rank will not appear by waiting (the timeout is the usual 120 s).
+    remove_ranks()
+    result = run_playbook(PLAYBOOK, extravars={"wfs_timeout": TIMEOUT, "wfs_start_finished": True},
+                          ident="wait_for_slots-absent-finished", expect_success=False)
+    result.assert_failed()
+    res = result.task_results(TASK)[HEAD]
+    assert res["msg"] == ("not ready: rank 0 (glm53-tf-r0 on spark-head) does not exist: start the ranks "
+                          "first, or name the container that runs them"), res["msg"]
+    assert [rank["state"] for rank in res["ranks"]] == ["absent", "absent"], res["ranks"]
+    assert res["elapsed"] < OVERDUE_POLL, res["elapsed"]  # the first poll, not the timeout

@@ -255,6 +255,15 @@ def test_states_that_wait(state):
     assert (rd.rank_waiting_reason(rank) is None) == (state == "running")
 
 
+def test_only_a_missing_rank_is_final_once_no_start_is_under_way():
+    head, worker = running(), dict(running(1, "spark-worker", "glm53-tf-r1"), state="absent")
+    assert rd.absent_rank_reason([head, worker]) == (
+        "rank 1 (glm53-tf-r1 on spark-worker) does not exist: "
+        "start the ranks first, or name the container that runs them")
+    for state in ("running", "created", "unreachable", "unknown"):
+        assert rd.absent_rank_reason([head, dict(worker, state=state, error="x")]) is None, state
+
+
 def test_commands_quote_the_container():
     assert rd.inspect_command("glm53-tf-r1") == "docker inspect --type container --format '{{json .State}}' glm53-tf-r1"
     assert rd.logs_command("glm53-tf-r0") == "docker logs glm53-tf-r0 2>&1"

@@ -202,11 +202,11 @@ def test_ready_as_soon_as_the_slots_load(engine):
 # --- not ready ----------------------------------------------------------------------------------
 
 def test_one_slot_after_the_start_fails_at_once_naming_the_slots_and_the_eviction(engine):
-    # The engine fits its slots once, at load: once the start finished (slots_final), a
+    # The engine fits its slots once, at load: once the start finished (start_finished), a
     # serving engine with 1 slot will not grow to 8 by waiting: fail now, not at the 60 s timeout.
     engine.health = (200, health_0600(1))
     rc, result, output, wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=8, timeout=60, interval=0.5,
-                                               slots_final=True))
+                                               start_finished=True))
     assert rc != 0 and result["failed"] is True
     assert result["msg"].startswith("not ready: /health streams.max reports 1 request slot(s), want 8: "
                                     "page cache counts as used at load on GB10, evict it before starting "
