@@ -1,4 +1,4 @@
-"""The lab's simulated kit and profile repositories (lab/spark_lab.py, "TensorFold path"):
+"""The lab's simulated kit and profile repositories (lab/sparklab/labgit.py, "TensorFold path"):
 commits that depend only on the content, a real submodule, two profile commits that
 differ only in the overlay. Checked with git itself, through clones."""
 
@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "lab"))
 
-import spark_lab  # noqa: E402  pylint: disable=wrong-import-position
+# Patched and called where the lab looks these names up: the spark_lab facade only re-exports them.
+from sparklab import labgit  # noqa: E402  pylint: disable=wrong-import-position
 
 OVERLAY = "tensorfold/patches/overlay/"
 
@@ -25,8 +26,8 @@ def sh(*cmd, cwd=None):
 @pytest.fixture(name="git_root")
 def fixture_git_root(tmp_path, monkeypatch):
     root = tmp_path / "git"
-    monkeypatch.setattr(spark_lab, "GIT_ROOT", root)
-    monkeypatch.setattr(spark_lab, "GIT_COMMITS", root / "commits.json")
+    monkeypatch.setattr(labgit, "GIT_ROOT", root)
+    monkeypatch.setattr(labgit, "GIT_COMMITS", root / "commits.json")
     return root
 
 
@@ -34,15 +35,15 @@ def fixture_git_root(tmp_path, monkeypatch):
 def fixture_sim_copy(tmp_path, monkeypatch):
     """A copy of lab/sim the test may edit."""
     copy = tmp_path / "sim"
-    shutil.copytree(spark_lab.SIM, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(spark_lab, "SIM", copy)
+    shutil.copytree(labgit.SIM, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(labgit, "SIM", copy)
     return copy
 
 
 def materialize():
     """(commits, changes) of one ensure_git_repos run."""
     changes = []
-    commits = spark_lab.ensure_git_repos(changes)
+    commits = labgit.ensure_git_repos(changes)
     return commits, changes
 
 
@@ -58,8 +59,8 @@ def test_same_content_gives_the_same_commits_and_a_rerun_changes_nothing(git_roo
     assert json.loads((git_root / "commits.json").read_text()) == first
 
     other = tmp_path / "elsewhere"
-    monkeypatch.setattr(spark_lab, "GIT_ROOT", other)
-    monkeypatch.setattr(spark_lab, "GIT_COMMITS", other / "commits.json")
+    monkeypatch.setattr(labgit, "GIT_ROOT", other)
+    monkeypatch.setattr(labgit, "GIT_COMMITS", other / "commits.json")
     fresh = commits_of()
     assert fresh["kit"]["commit"] == first["kit"]["commit"]
     assert fresh["profile"]["commits"] == first["profile"]["commits"]

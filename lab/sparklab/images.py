@@ -1,0 +1,124 @@
+"""The lab's images: the node images (a debootstrap base and the node image on it) and the
+kit's base image, preloaded into every node's own engine (no registry is reachable there).
+Each is tagged or labelled by a hash of its recipe, so a changed recipe builds a new one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from sparklab.commands import LabError, docker, inspect, log, node_exec, run
+from sparklab.host import debian_mirror
+from sparklab.layout import IMAGE_DIR, LAB, Node
+
+
+PYTORCH_DIR = IMAGE_DIR / "pytorch"
+PYTORCH_IMAGE = "glm53-lab/pytorch:26.07-py3"  # stands for nvcr.io/nvidia/pytorch:26.07-py3
+
+
+def tree_hash(*paths: Path, extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for root in paths:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for f in files:
+            h.update(str(f.relative_to(LAB)).encode() + b"\0")
+            h.update(b"x" if os.access(f, os.X_OK) else b"-")
+            h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def image_exists(tag: str) -> bool:
+    return docker("image", "inspect", tag, check=False).returncode == 0
+
+
+def drop_other_tags(repo: str, keep: str) -> None:
+    """Old recipe builds: remove them unless a container still uses them."""
+    out = docker("image", "ls", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    for tag in out:
+        if tag != keep:
+            docker("image", "rm", tag, check=False)
+
+
+def ensure_images(changes: list[str]) -> tuple[str, str]:
+    """(node tag, base tag), building what the current recipe lacks."""
+    base_tag = "glm53-lab/node-base:" + tree_hash(IMAGE_DIR / "base")
+    if not image_exists(base_tag):
+        if os.geteuid() != 0:
+            raise LabError("building the node base image needs root (debootstrap)")
+        t0 = time.time()
+        log(f"building {base_tag} (debootstrap, about a minute)")
+        proc = run(["bash", str(IMAGE_DIR / "base" / "build.sh"), base_tag, debian_mirror()], check=False, timeout=1800)
+        if proc.returncode != 0:
+            raise LabError(f"base image build failed:\n{proc.stdout}{proc.stderr}")
+        changes.append(f"built {base_tag} in {time.time() - t0:.0f}s")
+    node_tag = "glm53-lab/node:" + tree_hash(IMAGE_DIR / "node", extra=base_tag)
+    if not image_exists(node_tag):
+        t0 = time.time()
+        log(f"building {node_tag}")
+        # Legacy builder: no buildx plugin is needed, and it is all the recipe uses.
+        env = dict(os.environ, DOCKER_BUILDKIT="0")
+        proc = run(
+            ["docker", "build", "--quiet", "--build-arg", f"BASE={base_tag}", "-t", node_tag, str(IMAGE_DIR / "node")],
+            check=False,
+            env=env,
+        )
+        if proc.returncode != 0:
+            raise LabError(f"node image build failed:\n{proc.stdout}{proc.stderr}")
+        changes.append(f"built {node_tag} in {time.time() - t0:.0f}s")
+    return node_tag, base_tag
+
+
+def ensure_pytorch_image(base_tag: str, changes: list[str]) -> str:
+    """PYTORCH_IMAGE on the controller, from the node base image and lab/image/pytorch;
+    rebuilt when that recipe or the base changes. Returns its image ID."""
+    recipe = tree_hash(PYTORCH_DIR, extra=base_tag)
+    info = inspect("image", PYTORCH_IMAGE)
+    if info is not None and (info["Config"].get("Labels") or {}).get("glm53-lab.recipe") == recipe:
+        return info["Id"]
+    t0 = time.time()
+    log(f"building {PYTORCH_IMAGE} (apt: python3-pip, about a minute)")
+    work = f"glm53-lab-pytorch-build-{recipe}"
+    docker("rm", "-f", work, check=False)
+    script = (PYTORCH_DIR / "setup.sh").read_text()
+    proc = docker("run", "-i", "--name", work, base_tag, "sh", "-s", debian_mirror(), input=script, check=False, timeout=1200)
+    if proc.returncode != 0:
+        docker("rm", "-f", work, check=False)
+        raise LabError(f"{PYTORCH_IMAGE}: setup failed:\n{proc.stdout}{proc.stderr}")
+    # One flat layer: what the setup removed is not carried along underneath.
+    changes_args = [
+        "--change", "LABEL glm53-lab=1", "--change", f"LABEL glm53-lab.recipe={recipe}",
+        "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--change", 'CMD ["python3"]',
+    ]  # fmt: skip
+    export = subprocess.Popen(["docker", "export", work], stdout=subprocess.PIPE)
+    imported = subprocess.run(["docker", "import", *changes_args, "-", PYTORCH_IMAGE], stdin=export.stdout,
+                              capture_output=True, timeout=600, check=False)  # fmt: skip
+    export.stdout.close()
+    export.wait(timeout=60)
+    docker("rm", "-f", work, check=False)
+    if export.returncode != 0 or imported.returncode != 0:
+        raise LabError(f"{PYTORCH_IMAGE}: export/import failed: {imported.stderr.decode(errors='replace')}")
+    if info is not None:
+        docker("image", "rm", info["Id"], check=False)  # the previous build, now untagged
+    changes.append(f"built {PYTORCH_IMAGE} in {time.time() - t0:.0f}s")
+    return inspect("image", PYTORCH_IMAGE)["Id"]
+
+
+def ensure_pytorch_in_node(node: Node, image_id: str) -> list[str]:
+    """PYTORCH_IMAGE in the node's own engine, loaded when missing or another build."""
+    have = node_exec(node.name, f"docker image inspect -f '{{{{.Id}}}}' {PYTORCH_IMAGE} 2>/dev/null || true").stdout.strip()
+    if have == image_id:
+        return []
+    save = subprocess.Popen(["docker", "save", PYTORCH_IMAGE], stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "exec", "-i", node.name, "docker", "load", "-q"], stdin=save.stdout,
+                          capture_output=True, timeout=600, check=False)  # fmt: skip
+    save.stdout.close()
+    save.wait(timeout=60)
+    if save.returncode != 0 or load.returncode != 0:
+        raise LabError(f"{node.name}: loading {PYTORCH_IMAGE} failed: {load.stderr.decode(errors='replace')}")
+    if have:
+        node_exec(node.name, f"docker image rm {have}", check=False)  # the previous build, if unused
+    return [f"{node.name}: loaded {PYTORCH_IMAGE} into its engine"]

@@ -1,0 +1,108 @@
+"""Where the lab lives and what it is made of: its paths, its nodes (names, addresses,
+inner engine networks) and the node count. Pure: nothing here runs a command."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparklab.commands import LabError
+
+LAB = Path(__file__).resolve().parents[1]  # lab/, this package's parent
+REPO = LAB.parent
+STATE = LAB / ".state"
+KEY = STATE / "id_ed25519"
+KNOWN_HOSTS = STATE / "known_hosts"
+INVENTORY = LAB / "inventory"
+IMAGE_DIR = LAB / "image"
+LABEL = "glm53-lab=1"
+
+
+MAX_NODES = 16
+DEFAULT_NODES = 2
+NODES_ENV = "GLM53_LAB_NODES"
+
+
+@dataclass
+class Node:
+    name: str
+    index: int
+    mgmt: str
+    link1: str
+    link2: str
+    # The node's own Docker engine: distinct bridge and pool per node, inside 198.19.0.0/16.
+    inner_bip: str
+    inner_pool: str
+
+    @property
+    def volume(self) -> str:
+        return f"glm53-lab-{self.name}-docker"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [self.mgmt, self.link1, self.link2]
+
+    @property
+    def is_head(self) -> bool:
+        return self.index == 0
+
+
+def node_name(index: int) -> str:
+    """spark-head, spark-worker, spark-worker-2, spark-worker-3, ..."""
+    return "spark-head" if index == 0 else "spark-worker" if index == 1 else f"spark-worker-{index}"
+
+
+def node_index(name: str) -> int | None:
+    """Index of a lab node name (inverse of node_name), None for anything else."""
+    if name == "spark-head":
+        return 0
+    if name == "spark-worker":
+        return 1
+    m = re.fullmatch(r"spark-worker-([1-9][0-9]*)", name)
+    return int(m.group(1)) if m and 2 <= int(m.group(1)) < MAX_NODES else None
+
+
+def inner_network(index: int) -> tuple[str, str]:
+    """(bip, address pool) of a node's inner engine. Head and worker keep the /18 pools
+    they always had; later nodes get a /21 (8 networks of /24) from what is left, so no
+    two engines overlap: bips in 198.19.0.0/20, pools 198.19.16.0-63.255 and 64.0-255.255."""
+    bip = f"198.19.{index}.1/24"
+    if index == 0:
+        return bip, "198.19.64.0/18"
+    if index == 1:
+        return bip, "198.19.128.0/18"
+    k = index - 2
+    third = 192 + 8 * k if k < 8 else 16 + 8 * (k - 8)
+    return bip, f"198.19.{third}.0/21"
+
+
+def make_node(index: int) -> Node:
+    host = 10 + index
+    bip, pool = inner_network(index)
+    return Node(node_name(index), index, f"198.18.0.{host}", f"198.18.1.{host}", f"198.18.2.{host}", bip, pool)
+
+
+def lab_nodes(count: int) -> list[Node]:
+    """The nodes of a lab of `count` nodes, head first."""
+    return [make_node(i) for i in range(count)]
+
+
+def node_count(nodes: int | str | None = None) -> int:
+    """`nodes`, else $GLM53_LAB_NODES, else 2; checked to be 1..16."""
+    source = "--nodes"
+    if nodes is None:
+        nodes, source = os.environ.get(NODES_ENV) or DEFAULT_NODES, NODES_ENV
+    try:
+        count = int(nodes)
+    except (TypeError, ValueError):
+        count = 0
+    if not 1 <= count <= MAX_NODES:
+        raise LabError(f"{source}: expected a node count from 1 to {MAX_NODES} (one head, the rest workers), found {nodes!r}")
+    return count
+
+
+NODES = lab_nodes(DEFAULT_NODES)  # the default two-node lab
+HEAD, WORKER = NODES
+LINK_NETDEVS = {"glm53-lab-link1": "enp1s0f1np1", "glm53-lab-link2": "enP2p1s0f1np1"}
