@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # ruff: noqa: E402, F401
 from sparklab.cli import main
 from sparklab.commands import LabError, docker, inspect, log, node_exec, run
+from sparklab.daemons import terminate
 from sparklab.health import node_health, status
 from sparklab.host import ENGINE_BIP, ENGINE_POOL, debian_mirror, engine_answers, ensure_engine, ensure_tools
 from sparklab.images import (
@@ -30,7 +31,7 @@ from sparklab.inventory import ensure_inventory, inventory_files, inventory_path
 from sparklab.labgit import (
     GIT_COMMITS, GIT_DATES, GIT_ENV, GIT_HOST, GIT_LOG, GIT_PID, GIT_PORT, GIT_ROOT, GIT_URL, OVERLAY_REVISION, SIM,
     ensure_git_repos, ensure_git_server, git, git_daemon_pid, git_served, git_server_status, is_lab_git_daemon,
-    revised_overlay, shown, sim_source, source_files, stop_git_server, terminate, write_commit,
+    revised_overlay, shown, sim_source, source_files, stop_git_server, write_commit,
 )  # fmt: skip
 from sparklab.labhub import (
     HUB_BENCH_ENV, HUB_DATA, HUB_HOST, HUB_LOG, HUB_PID, HUB_PORT, HUB_SCRIPT, HUB_URL, ensure_hub, hub_answer,

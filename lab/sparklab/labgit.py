@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from sparklab.commands import LabError, log, run
+from sparklab.daemons import pid_in, process_argv, start_server, stop_pid_file, terminate, wait_ready
 from sparklab.layout import LAB, REPO, STATE
 
 SIM = LAB / "sim"
@@ -143,10 +141,7 @@ def ensure_git_repos(changes: list[str]) -> dict:
 
 def is_lab_git_daemon(pid, root: Path | None = GIT_ROOT) -> bool:
     """Whether `pid` is a lab git daemon on GIT_HOST (serving `root`; any checkout's if None)."""
-    try:
-        argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().split(b"\0")
-    except (OSError, TypeError, ValueError):
-        return False
+    argv = process_argv(pid)
     if not argv or not argv[0].endswith(b"git-daemon") or f"--listen={GIT_HOST}".encode() not in argv:
         return False
     base = next((a[len(b"--base-path="):].decode() for a in argv if a.startswith(b"--base-path=")), "")
@@ -154,11 +149,7 @@ def is_lab_git_daemon(pid, root: Path | None = GIT_ROOT) -> bool:
 
 
 def git_daemon_pid() -> int | None:
-    try:
-        pid = int(GIT_PID.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if is_lab_git_daemon(pid) else None
+    return pid_in(GIT_PID, is_lab_git_daemon)
 
 
 def git_served(commits: dict) -> bool:
@@ -168,23 +159,9 @@ def git_served(commits: dict) -> bool:
     return proc.returncode == 0 and proc.stdout.split()[:1] == [commits["kit"]["commit"]]
 
 
-def terminate(pid: int) -> None:
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.time() + 10
-    while Path(f"/proc/{pid}").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
-        os.kill(pid, signal.SIGKILL)
-
-
 def stop_git_server() -> bool:
     """Stop this checkout's git daemon (by its pid file); True when one ran."""
-    pid = git_daemon_pid()
-    GIT_PID.unlink(missing_ok=True)
-    if pid is None:
-        return False
-    terminate(pid)
-    return True
+    return stop_pid_file(GIT_PID, is_lab_git_daemon)
 
 
 def ensure_git_server(changes: list[str]) -> dict:
@@ -207,19 +184,10 @@ def ensure_git_server(changes: list[str]) -> dict:
         f"--base-path={GIT_ROOT}", "--informative-errors", "--verbose", str(GIT_ROOT),
     ]  # fmt: skip
     log(f"starting the lab git server at {GIT_URL} (log: {GIT_LOG})")
-    with open(GIT_LOG, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=dict(os.environ, **GIT_ENV))  # fmt: skip
-    GIT_PID.write_text(f"{proc.pid}\n")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            tail = GIT_LOG.read_text(errors="replace").splitlines()[-10:]
-            raise LabError(f"git daemon exited {proc.returncode}; last lines of {GIT_LOG}:\n" + "\n".join(tail))
-        if git_served(commits):
-            changes.append(f"{'restarted' if pid else 'started'} the lab git server at {GIT_URL}")
-            return commits
-        time.sleep(0.2)
+    proc = start_server(cmd, GIT_LOG, GIT_PID, env=dict(os.environ, **GIT_ENV))
+    if wait_ready(proc, lambda: git_served(commits), 20, 0.2, "git daemon", GIT_LOG, 10):
+        changes.append(f"{'restarted' if pid else 'started'} the lab git server at {GIT_URL}")
+        return commits
     raise LabError(f"the lab git daemon (pid {proc.pid}) does not serve {GIT_URL}/kit.git; see {GIT_LOG}")
 
 

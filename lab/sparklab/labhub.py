@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 import urllib.request
-from pathlib import Path
 
 from sparklab.commands import LabError, log
+from sparklab.daemons import pid_in, process_argv, start_server, stop_pid_file, wait_ready
 from sparklab.layout import LAB, STATE
 
 HUB_HOST, HUB_PORT = "198.18.0.1", 8090  # glm53-lab-mgmt's gateway: the controller, seen from the nodes
@@ -27,20 +24,13 @@ HUB_BENCH_ENV = "GLM53_LAB_HUB_BENCH"  # =1: also serve glm53-lab/bench-1g (1 Gi
 
 def is_hub_process(pid) -> bool:
     """Whether `pid` runs `lab/hub/hub.py serve` (of this checkout of the lab or another)."""
-    try:
-        argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().split(b"\0")
-    except (OSError, TypeError, ValueError):
-        return False
+    argv = process_argv(pid)
     return b"serve" in argv and any(a.endswith(b"lab/hub/hub.py") for a in argv)
 
 
 def hub_pid() -> int | None:
     """The pid in hub.pid, only while that process is still a `hub.py serve`."""
-    try:
-        pid = int(HUB_PID.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if is_hub_process(pid) else None
+    return pid_in(HUB_PID, is_hub_process)
 
 
 def hub_answer(timeout: float = 2.0) -> dict | None:
@@ -75,17 +65,7 @@ def hub_matches(answer: dict | None) -> bool:
 
 def stop_hub() -> bool:
     """Stop the hub we started (by its pid); True when one was running."""
-    pid = hub_pid()
-    HUB_PID.unlink(missing_ok=True)
-    if pid is None:
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.time() + 10
-    while Path(f"/proc/{pid}").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
-        os.kill(pid, signal.SIGKILL)
-    return True
+    return stop_pid_file(HUB_PID, is_hub_process)
 
 
 def ensure_hub(changes: list[str]) -> None:
@@ -109,19 +89,11 @@ def ensure_hub(changes: list[str]) -> None:
     if hub_wanted()[1]:
         cmd.append("--bench")
     log(f"starting the lab hub at {HUB_URL} ({reason}; log: {HUB_LOG})")
-    with open(HUB_LOG, "ab") as out:
-        # Own session, so it outlives make; the first start generates the test repos.
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    HUB_PID.write_text(f"{proc.pid}\n")
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            tail = HUB_LOG.read_text(errors="replace").splitlines()[-15:]
-            raise LabError(f"the lab hub exited {proc.returncode}; last lines of {HUB_LOG}:\n" + "\n".join(tail))
-        if hub_matches(hub_answer()):
-            changes.append(f"{'started' if pid is None else 'restarted'} the lab hub at {HUB_URL} ({reason})")
-            return
-        time.sleep(0.5)
+    proc = start_server(cmd, HUB_LOG, HUB_PID)
+    # The first start generates the test repos: minutes, not seconds.
+    if wait_ready(proc, lambda: hub_matches(hub_answer()), 300, 0.5, "the lab hub", HUB_LOG, 15):
+        changes.append(f"{'started' if pid is None else 'restarted'} the lab hub at {HUB_URL} ({reason})")
+        return
     raise LabError(f"the lab hub (pid {proc.pid}) did not answer at {HUB_URL} within 300 s; see {HUB_LOG}")
 
 
