@@ -100,7 +100,7 @@ test:
 	trap 'for p in $$lab $$unit; do wait $$p 2>/dev/null; done' EXIT; \
 	for stage in $(TEST_STAGES); do s=$$(date +%s); stage_failed=""; \
 	  case $$stage in \
-	  lab-start) $(MAKE) --no-print-directory lab-up > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
+	  lab-start) { $(MAKE) --no-print-directory lab-up && $(LAB_TOOL) --lab 2 up; } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
 	  unit-start) nice -n 10 $(MAKE) --no-print-directory unit UNIT_SELECT='not page_cache' > .build/unit.log 2>&1 & \
 	    unit=$$!; continue ;; \
 	  lab-up) wait $$lab || stage_failed=1; cat .build/lab-up.log ;; \
@@ -136,6 +136,7 @@ lab-up:
 
 lab-down:
 	$(LAB_TOOL) down
+	if [ -e /run/netns/glm53-lab-2 ]; then $(LAB_TOOL) --lab 2 down; fi
 
 lab-status:
 	$(LAB_TOOL) status $(LAB_NODES)
@@ -152,11 +153,27 @@ lab: setup lab-up
 	ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold
 	bash lab/demo.sh
 
-# End-to-end tests on the lab (the `lab` fixture brings it up). pytest exits 5 when it
-# collects nothing, which fails this target as it should. Every test's time is kept in
-# .build/integration.xml (benchmarks/test_times.py reads it: where the time goes).
+# End-to-end tests on the lab (the `lab` fixture brings it up), in two sessions side by side:
+# the modules in LAB2_TESTS on lab 2 (the same lab again, in a network namespace and Docker
+# engine of its own: lab/sparklab/netns.py), the rest on lab 1. They wait on Ansible, SSH
+# and the simulated engines far more than on the CPU, so two at once take about half the
+# time. INTEGRATION_LABS=1 runs them all on lab 1. pytest exits 5 when it collects nothing,
+# which fails this target as it should. Every test's time is kept in .build/integration*.xml
+# (benchmarks/test_times.py reads them: where the time goes).
+INTEGRATION_LABS ?= 2
+LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_cx7_link_netplan.py \
+  test_four_nodes.py test_hf_mirror.py test_lab.py test_lab_kit.py test_offline_venv.py test_wait_for_slots.py)
 integration: setup
-	mkdir -p .build && python -m pytest -m lab tests/integration --junitxml=.build/integration.xml
+	mkdir -p .build; \
+	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \
+	$(LAB_TOOL) --lab 2 up > .build/lab2-up.log 2>&1 || { cat .build/lab2-up.log; exit 1; }; \
+	$(LAB_TOOL) --lab 2 run -- python -m pytest -p no:cacheprovider -m lab $(LAB2_TESTS) \
+	  --junitxml=.build/integration-lab2.xml > .build/integration-lab2.log 2>&1 & two=$$!; \
+	one=0; python -m pytest -m lab tests/integration $(addprefix --ignore=,$(LAB2_TESTS)) \
+	  --junitxml=.build/integration.xml || one=$$?; \
+	two_rc=0; wait $$two || two_rc=$$?; \
+	echo "--- lab 2's session ($(LAB_TOOL) --lab 2): exit $$two_rc ---"; cat .build/integration-lab2.log; \
+	exit $$(( one || two_rc ))
 
 # Every scenario in molecule/; the shared lab is created once and destroyed once.
 # Fresh molecule state each time: molecule skips `create` when its state file says

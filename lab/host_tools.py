@@ -32,6 +32,7 @@ TOOLS = (
     Tool("ssh-keygen", "openssh-client", "the lab's keys"),
     Tool("rsync", "rsync", "hf_mirror (unit and lab tests copy for real)"),
     Tool("fincore", "util-linux", "the page-cache oracle of the unit tests"),
+    Tool("nsenter", "util-linux", "runs labs 2+ in their own network namespace (lab/sparklab/netns.py)"),
     Tool("mount", "mount", "tmpfs-backed disk-full tests"),
     Tool("git", "git", "the lab's git server, image content ids, tests"),
     Tool("gpg", "gpg", "apt_keyring tests check our OpenPGP parser against GnuPG"),

@@ -38,7 +38,8 @@ from sparklab.labhub import (
     hub_matches, hub_pid, hub_status, hub_wanted, is_hub_process, stop_hub,
 )  # fmt: skip
 from sparklab.layout import (
-    DEFAULT_NODES, HEAD, IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LAB, LABEL, LINK_NETDEVS, MAX_NODES, NODES, NODES_ENV,
+    DEFAULT_NODES, HEAD, IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LAB, LAB_ID, LAB_ID_ENV, LABEL, LINK_NETDEVS, MAX_LABS,
+    MAX_NODES, NODES, NODES_ENV,
     REPO, STATE, WORKER, Node, inner_network, lab_nodes, make_node, node_count, node_index, node_name,
 )  # fmt: skip
 from sparklab.lifecycle import Lab, down, locked, reset, restore_baseline, up

@@ -12,7 +12,7 @@ from pathlib import Path
 import host_tools
 
 from sparklab.commands import LabError, docker, log
-from sparklab.layout import STATE
+from sparklab.layout import ENGINE_DATA, ENGINE_HOST, ENGINE_RUN, LAB_ID, STATE
 
 
 # Controller engine, when we start one: its own bridge and pool inside 198.18.0.0/15,
@@ -31,6 +31,22 @@ def ensure_tools(changes: list[str]) -> None:
         changes.append("installed " + " ".join(installed))
 
 
+def engine_args() -> list[str]:
+    """Lab N > 1: an engine of its own beside lab 1's (netns.py runs this process in the lab's
+    namespace): its own socket, state, runtime files and configuration."""
+    if LAB_ID == 1:
+        return []
+    if os.environ.get("DOCKER_HOST") != ENGINE_HOST:
+        raise LabError(f"lab {LAB_ID}: run it as `spark_lab.py --lab {LAB_ID} ...` (DOCKER_HOST must be {ENGINE_HOST})")
+    ENGINE_RUN.mkdir(parents=True, exist_ok=True)
+    config = STATE / "dockerd.json"
+    config.write_text("{}\n")  # not the controller's /etc/docker/daemon.json: lab 1's engine reads that
+    return [
+        "--host", ENGINE_HOST, "--data-root", str(ENGINE_DATA / "docker"), "--exec-root", str(ENGINE_RUN / "exec"),
+        "--pidfile", str(ENGINE_RUN / "dockerd.pid"), "--config-file", str(config),
+    ]
+
+
 def engine_answers() -> bool:
     return docker("version", "--format", "{{.Server.Version}}", check=False, timeout=30).returncode == 0
 
@@ -46,7 +62,7 @@ def ensure_engine(changes: list[str]) -> None:
     with open(logfile, "ab") as out:
         # Own session so it outlives make; its own bridge in 198.18/15, not 172.17/16.
         subprocess.Popen(
-            ["dockerd", "--bip", ENGINE_BIP, "--default-address-pool", ENGINE_POOL],
+            ["dockerd", "--bip", ENGINE_BIP, "--default-address-pool", ENGINE_POOL, *engine_args()],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

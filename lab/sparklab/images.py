@@ -5,6 +5,7 @@ Each is tagged or labelled by a hash of its recipe, so a changed recipe builds a
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from sparklab.commands import LabError, docker, inspect, log, node_exec, run
 from sparklab.host import debian_mirror
-from sparklab.layout import IMAGE_DIR, LAB, Node
+from sparklab.layout import FIRST_ENGINE_HOST, IMAGE_DIR, LAB, LAB_ID, Node
 
 
 PYTORCH_DIR = IMAGE_DIR / "pytorch"
@@ -34,6 +35,28 @@ def image_exists(tag: str) -> bool:
     return docker("image", "inspect", tag, check=False).returncode == 0
 
 
+def load_from_first_lab(tag: str, label: tuple[str, str] | None = None) -> bool:
+    """Lab N > 1: copy `tag` from lab 1's engine (docker save | docker load) when it is there
+    (with the label `label`, when given) - the same recipe, not built a second time."""
+    if LAB_ID == 1:
+        return False
+    first = dict(os.environ, DOCKER_HOST=FIRST_ENGINE_HOST)
+    probe = run(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", tag], check=False, env=first)
+    if probe.returncode != 0:
+        return False
+    if label and ((json.loads(probe.stdout or "null") or {}).get(label[0]) != label[1]):
+        return False
+    t0 = time.time()
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE, env=first)
+    load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, capture_output=True, timeout=900, check=False)
+    save.stdout.close()
+    save.wait(timeout=60)
+    if save.returncode != 0 or load.returncode != 0:
+        raise LabError(f"copying {tag} from lab 1's engine failed: {load.stderr.decode(errors='replace')}")
+    log(f"copied {tag} from lab 1's engine in {time.time() - t0:.0f}s")
+    return True
+
+
 def drop_other_tags(repo: str, keep: str) -> None:
     """Old recipe builds: remove them unless a container still uses them."""
     out = docker("image", "ls", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
@@ -45,6 +68,8 @@ def drop_other_tags(repo: str, keep: str) -> None:
 def ensure_images(changes: list[str]) -> tuple[str, str]:
     """(node tag, base tag), building what the current recipe lacks."""
     base_tag = "glm53-lab/node-base:" + tree_hash(IMAGE_DIR / "base")
+    if not image_exists(base_tag) and load_from_first_lab(base_tag):
+        changes.append(f"copied {base_tag} from lab 1")
     if not image_exists(base_tag):
         if os.geteuid() != 0:
             raise LabError("building the node base image needs root (debootstrap)")
@@ -55,6 +80,8 @@ def ensure_images(changes: list[str]) -> tuple[str, str]:
             raise LabError(f"base image build failed:\n{proc.stdout}{proc.stderr}")
         changes.append(f"built {base_tag} in {time.time() - t0:.0f}s")
     node_tag = "glm53-lab/node:" + tree_hash(IMAGE_DIR / "node", extra=base_tag)
+    if not image_exists(node_tag) and load_from_first_lab(node_tag):
+        changes.append(f"copied {node_tag} from lab 1")
     if not image_exists(node_tag):
         t0 = time.time()
         log(f"building {node_tag}")
@@ -78,6 +105,9 @@ def ensure_pytorch_image(base_tag: str, changes: list[str]) -> str:
     info = inspect("image", PYTORCH_IMAGE)
     if info is not None and (info["Config"].get("Labels") or {}).get("glm53-lab.recipe") == recipe:
         return info["Id"]
+    if load_from_first_lab(PYTORCH_IMAGE, label=("glm53-lab.recipe", recipe)):
+        changes.append(f"copied {PYTORCH_IMAGE} from lab 1")
+        return inspect("image", PYTORCH_IMAGE)["Id"]
     t0 = time.time()
     log(f"building {PYTORCH_IMAGE} (apt: python3-pip, about a minute)")
     work = f"glm53-lab-pytorch-build-{recipe}"

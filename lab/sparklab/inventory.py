@@ -7,12 +7,13 @@ import os
 import shutil
 from pathlib import Path
 
-from sparklab.layout import DEFAULT_NODES, INVENTORY, REPO, STATE, Node
+from sparklab.layout import DEFAULT_NODES, INVENTORY, LAB_ID, REPO, STATE, Node
 
 
 def inventory_path(count: int) -> Path:
-    """lab/inventory (committed) for the two-node lab, lab/.state/inventory-<N> otherwise."""
-    return INVENTORY if count == DEFAULT_NODES else STATE / f"inventory-{count}"
+    """lab/inventory (committed) for lab 1's two nodes, <state>/inventory-<N> otherwise (lab
+    N > 1 has its own key and host keys in its own state dir, which its inventory names)."""
+    return INVENTORY if count == DEFAULT_NODES and LAB_ID == 1 else STATE / f"inventory-{count}"
 
 
 def inventory_files(lab: list[Node]) -> dict[str, str]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from sparklab.commands import LabError, log, run
 from sparklab.daemons import pid_in, process_argv, start_server, stop_pid_file, terminate, wait_ready
 from sparklab.layout import LAB, REPO, STATE
+from sparklab.netns import same_netns
 
 SIM = LAB / "sim"
 GIT_ROOT = STATE / "git"  # kit.git, TensorFold.git, profile.git, commits.json
@@ -145,7 +147,7 @@ def is_lab_git_daemon(pid, root: Path | None = GIT_ROOT) -> bool:
     if not argv or not argv[0].endswith(b"git-daemon") or f"--listen={GIT_HOST}".encode() not in argv:
         return False
     base = next((a[len(b"--base-path="):].decode() for a in argv if a.startswith(b"--base-path=")), "")
-    return base.endswith("lab/.state/git") if root is None else base == str(root)
+    return re.search(r"lab/\.state(-[0-9]+)?/git$", base) is not None if root is None else base == str(root)
 
 
 def git_daemon_pid() -> int | None:
@@ -175,7 +177,8 @@ def ensure_git_server(changes: list[str]) -> dict:
     stop_git_server()
     # The lab is one per machine: a daemon another checkout of the lab left on the address goes.
     for other in (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()):
-        if is_lab_git_daemon(other, root=None):
+        # Another lab's daemon (labs 2+, netns.py) holds the address in its own namespace.
+        if is_lab_git_daemon(other, root=None) and same_netns(other):
             log(f"stopping the lab git daemon of another checkout (pid {other})")
             terminate(other)
     exec_path = run(["git", "--exec-path"]).stdout.strip()

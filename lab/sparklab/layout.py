@@ -12,7 +12,36 @@ from sparklab.commands import LabError
 
 LAB = Path(__file__).resolve().parents[1]  # lab/, this package's parent
 REPO = LAB.parent
-STATE = LAB / ".state"
+
+# Which lab: 1 (the default) lives in the controller's own network namespace and Docker
+# engine. Lab 2, 3, ... are the same lab again - same node names, addresses, hub and git
+# URLs, so tests run unchanged - each in a network namespace and Docker engine of its own
+# (netns.py), so two test sessions can run side by side. `spark_lab.py --lab N` sets it.
+LAB_ID_ENV = "GLM53_LAB_ID"
+MAX_LABS = 4
+
+
+def lab_id(value: int | str | None = None) -> int:
+    """`value`, else $GLM53_LAB_ID, else 1; checked to be 1..MAX_LABS."""
+    raw = os.environ.get(LAB_ID_ENV) or 1 if value is None else value
+    try:
+        number = int(raw)
+    except (TypeError, ValueError):
+        number = 0
+    if not 1 <= number <= MAX_LABS:
+        raise LabError(f"{LAB_ID_ENV} / --lab: expected a lab number from 1 to {MAX_LABS}, found {raw!r}")
+    return number
+
+
+LAB_ID = lab_id()
+STATE = LAB / (".state" if LAB_ID == 1 else f".state-{LAB_ID}")
+# Lab N > 1: its network namespace (/run/netns/<name>) and its engine's socket and roots.
+NETNS = f"glm53-lab-{LAB_ID}"
+ENGINE_RUN = Path(f"/run/glm53-lab-{LAB_ID}")
+ENGINE_DATA = Path(f"/var/lib/glm53-lab-{LAB_ID}")
+ENGINE_HOST = f"unix://{ENGINE_RUN}/docker.sock"
+# Lab 1's engine, where lab N > 1 takes its images from instead of building them again.
+FIRST_ENGINE_HOST = "unix:///var/run/docker.sock"
 KEY = STATE / "id_ed25519"
 KNOWN_HOSTS = STATE / "known_hosts"
 INVENTORY = LAB / "inventory"

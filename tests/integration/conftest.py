@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO / "lab"))
 import spark_lab  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNNER_TEMPLATE = REPO / "runner"
-OUTPUT = REPO / "tests" / "output" / "runner"
+# Lab 2 (`spark_lab.py --lab 2 run -- pytest ...`, beside lab 1's session): its own folder.
+OUTPUT = REPO / "tests" / "output" / ("runner" if spark_lab.LAB_ID == 1 else f"runner-lab{spark_lab.LAB_ID}")
 
 
 # A test's limit, fixtures included: the longest (a cold deploy with image builds, about

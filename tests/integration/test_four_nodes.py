@@ -30,7 +30,7 @@ def test_four_node_lab_shape_and_rerun(lab4):
     assert [n.link2 for n in lab4.nodes.values()] == [f"198.18.2.{10 + i}" for i in range(4)]
     assert lab4.head.name == "spark-head" and [w.name for w in lab4.workers] == names[1:]
     inventory = Path(lab4.inventory)
-    assert inventory == REPO / "lab" / ".state" / "inventory-4"
+    assert inventory == spark_lab.STATE / "inventory-4"
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
     assert list(hosts["sparks"]["children"]["spark_head"]["hosts"]) == ["spark-head"]
     assert list(hosts["sparks"]["children"]["spark_workers"]["hosts"]) == names[1:]
