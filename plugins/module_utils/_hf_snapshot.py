@@ -2,13 +2,15 @@
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Private helpers for hf_snapshot. Not a public API.
+"""Private helpers for hf_snapshot: the run. Not a public API.
 
 One pinned revision of a Hugging Face model repo in the hub cache layout
 (``<cache>/hub/models--org--name/{blobs,snapshots/<sha>}``): its file list (from the hub
 once, then from a manifest kept beside the snapshot), verification by size or sha256, and
 the fetch of what is missing through huggingface_hub's own ``hf_hub_download``.
 huggingface_hub is imported only when the file list or a fetch needs the network.
+The manifest and the verification of files against it are _hf_manifest's (pure, shared
+with hf_mirror); this file runs them, fetches, repairs and reports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,31 +18,26 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import hashlib
-import json
 import os
-import re
 import shutil
-import stat
 import sys
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
-# The cache layout, manifest and progress file are shared with hf_mirror (one definition).
+# The cache layout, manifest and progress file are shared with hf_mirror (one definition each).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
-    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name,
-    shared_store_file, stale_partials)
+    file_path, name_problem, repo_folder, shared_store_file, snapshot_folder, stale_partials)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import (
+    VERIFY_MODES, blob_name, build_manifest, describe_failures, manifest_file, normalize_patterns, read_manifest,
+    render_manifest, same_selection, stale_blob, verify_files)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._progress_file import ProgressFile
 
-HASH_CHUNK = 8 << 20
-PROGRESS_INTERVAL = 1.0
 # Seconds of progress samples the rate is measured over.
 RATE_WINDOW = 10.0
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
 # Exception class names (anywhere in the MRO) that mean the hub gave a definite answer: every
 # other file would get the same, so the remaining fetches are cancelled.
 _DEFINITE = ("RepositoryNotFoundError", "RevisionNotFoundError", "GatedRepoError", "DisabledRepoError",
@@ -90,36 +87,6 @@ def input_problems(repo_id, revision, verify, max_workers, timeout):
     return problems
 
 
-def normalize_patterns(patterns):
-    """``None`` for no filter (an empty list too), else the list of patterns."""
-    return list(patterns) if patterns else None
-
-
-# ----------------------------------------------------------------------------- layout
-
-
-def repo_folder(cache_dir, repo_id):
-    """``<cache_dir>/hub/models--org--name``, as huggingface_hub lays it out."""
-    return os.path.join(cache_dir, "hub", repo_folder_name(repo_id))
-
-
-def snapshot_folder(repo_dir, revision):
-    return os.path.join(repo_dir, "snapshots", revision)
-
-
-def manifest_file(repo_dir, revision):
-    return os.path.join(repo_dir, MANIFEST_DIR, revision + ".json")
-
-
-def file_path(snap_dir, name):
-    return os.path.join(snap_dir, *name.split("/"))
-
-
-def blob_name(entry):
-    """The name huggingface_hub gives the file's blob (its etag): the LFS sha256, else the git blob id."""
-    return entry["sha256"] if entry["lfs"] else entry.get("git_sha1")
-
-
 # ------------------------------------------------------------------------ file lists
 
 
@@ -150,126 +117,7 @@ def select_files(entries, allow_patterns, ignore_patterns, filter_fn):
                           key=lambda e: e["name"]))
 
 
-# --------------------------------------------------------------------------- manifest
-
-
-def build_manifest(repo_id, revision, allow_patterns, ignore_patterns, files, verified_with):
-    keep = ("name", "size", "sha256", "lfs", "git_sha1")
-    rows = [dict((k, f.get(k)) for k in keep) for f in sorted(files, key=lambda f: f["name"])]
-    return {
-        "schema": MANIFEST_SCHEMA,
-        "repo_id": repo_id,
-        "revision": revision,
-        "allow_patterns": normalize_patterns(allow_patterns),
-        "ignore_patterns": normalize_patterns(ignore_patterns),
-        "files": rows,
-        "bytes": sum(f["size"] for f in rows),
-        "verified_with": verified_with,
-    }
-
-
-def render_manifest(manifest):
-    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-
-
-def read_manifest(path, repo_id, revision):
-    """``(manifest, None)``, ``(None, None)`` when there is none, or ``(None, why)`` when unusable."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except (IOError, OSError) as exc:
-        if exc.errno == errno.ENOENT:
-            return None, None
-        return None, "unreadable (%s)" % exc.strerror
-    try:
-        manifest = json.loads(text)
-    except ValueError as exc:
-        return None, "not JSON (%s)" % exc
-    problem = manifest_problem(manifest, repo_id, revision)
-    return (None, problem) if problem else (manifest, None)
-
-
-def same_selection(manifest, allow_patterns, ignore_patterns):
-    """True when the manifest lists the files of these patterns."""
-    return (normalize_patterns(manifest.get("allow_patterns")) == normalize_patterns(allow_patterns)
-            and normalize_patterns(manifest.get("ignore_patterns")) == normalize_patterns(ignore_patterns))
-
-
-# ------------------------------------------------------------------------ verification
-
-
-def sha256_of(path, counter=None):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-            if counter is not None:
-                counter(len(chunk))
-    return digest.hexdigest()
-
-
-def git_blob_sha1_of(path, size, counter=None):
-    """``git hash-object`` of the file (``size`` bytes, already checked)."""
-    digest = hashlib.sha1(b"blob %d\0" % size)
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-            if counter is not None:
-                counter(len(chunk))
-    return digest.hexdigest()
-
-
-def check_file(snap_dir, entry, verify, counter=None):
-    """``(state, detail)`` of one listed file: ``ok``, ``missing`` (nothing usable there) or
-    ``bad`` (present but failing: wrong size, hash, or not a regular file)."""
-    path = file_path(snap_dir, entry["name"])
-    if not os.path.lexists(path):
-        return "missing", "missing"
-    try:
-        info = os.stat(path)
-    except OSError:
-        return "missing", "link to a missing blob"
-    if not stat.S_ISREG(info.st_mode):
-        return "bad", "not a regular file"
-    if info.st_size != entry["size"]:
-        return "bad", "size %d, expected %d" % (info.st_size, entry["size"])
-    if verify == "sha256":
-        if entry.get("sha256"):
-            found = sha256_of(path, counter)
-            if found != entry["sha256"]:
-                return "bad", "sha256 %s, expected %s" % (found, entry["sha256"])
-        elif entry.get("git_sha1"):
-            found = git_blob_sha1_of(path, entry["size"], counter)
-            if found != entry["git_sha1"]:
-                return "bad", "git blob sha1 %s, expected %s" % (found, entry["git_sha1"])
-    return "ok", None
-
-
-def verify_files(snap_dir, files, verify, workers=1, counter=None, on_file=None):
-    """The files that do not verify, each ``{name, size, state, detail}``, in list order.
-    Hashing runs on ``workers`` threads (hashlib releases the GIL on large chunks);
-    ``counter(bytes)`` follows the hashing, ``on_file()`` each file checked."""
-
-    def one(entry):
-        state = check_file(snap_dir, entry, verify, counter)
-        if on_file is not None:
-            on_file()
-        return state
-
-    if verify != "sha256" or workers <= 1 or len(files) <= 1:
-        states = [one(f) for f in files]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
-            states = list(pool.map(one, files))
-    return [{"name": f["name"], "size": f["size"], "state": state, "detail": detail}
-            for f, (state, detail) in zip(files, states) if state != "ok"]
-
-
-def describe_failures(failures, limit=10):
-    text = ", ".join("%s (%s)" % (f["name"], f["detail"]) for f in failures[:limit])
-    if len(failures) > limit:
-        text += " and %d more" % (len(failures) - limit)
-    return text
+# ------------------------------------------------------------------------------ repair
 
 
 def _inside(path, directory):
@@ -297,19 +145,6 @@ def remove_entry(repo_dir, revision, entry):
     return removed
 
 
-def stale_blob(repo_dir, entry, verify):
-    """The blob of a file missing from the snapshot when it exists but does not verify
-    (huggingface_hub would link it as it is), else None."""
-    name = blob_name(entry)
-    if not name:
-        return None
-    path = os.path.join(repo_dir, "blobs", name)
-    if not os.path.lexists(path):
-        return None
-    state, _detail = check_file(os.path.join(repo_dir, "blobs"), dict(entry, name=name), verify)
-    return None if state == "ok" else path
-
-
 # ------------------------------------------------------------------------------- space
 
 
@@ -321,17 +156,11 @@ def free_bytes(path):
     return shutil.disk_usage(probe).free
 
 
-def human(size):
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return "%.1f %s" % (size / float(scale), unit)
-    return "%d B" % size
-
-
 def space_message(repo_id, revision, path, free, needed):
     text = ("no space left for %s@%s under %s: %s (%d bytes) free, %s (%d bytes) still needed: free space there "
             "or set hf_weights cache_dir to a larger disk")
-    return text % (repo_id, revision, path, human(free), free, human(needed), needed)
+    return text % (repo_id, revision, path, human_bytes(free, binary=True), free, human_bytes(needed, binary=True),
+                   needed)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -430,79 +259,6 @@ def partial_bytes(blobs_dir, names, since):
     return total
 
 
-class Progress(object):
-    """The figures of the running phase, written to ``path`` (atomically, about once a second)
-    by a background thread while a phase runs. No file: nothing written."""
-
-    def __init__(self, path, interval=PROGRESS_INTERVAL):
-        self.path = path
-        self.interval = interval
-        self.lock = threading.Lock()
-        self.phase = "starting"
-        self.bytes_total = self.files_total = self.files_done = self.fixed_bytes = 0
-        self.on_disk = None
-        self.samples = deque()
-        self.stop_event = threading.Event()
-        self.thread = None
-
-    def start(self, phase, bytes_total, files_total, on_disk=None):
-        """Start a phase; ``on_disk()`` adds bytes not yet counted by ``add``."""
-        with self.lock:
-            self.phase, self.bytes_total, self.files_total = phase, bytes_total, files_total
-            self.files_done = self.fixed_bytes = 0
-            self.on_disk = on_disk
-            self.samples.clear()
-        self.write()
-        if self.path and self.thread is None:
-            self.stop_event.clear()
-            self.thread = threading.Thread(target=self._run, name="hf_snapshot-progress")
-            self.thread.daemon = True
-            self.thread.start()
-
-    def add(self, nbytes, files=0):
-        with self.lock:
-            self.fixed_bytes += nbytes
-            self.files_done += files
-
-    def finish(self, phase, bytes_total=None, files_total=None):
-        """Stop the writer and write the last figures under ``phase``; with totals, as all done."""
-        if self.thread is not None:
-            self.stop_event.set()
-            self.thread.join()
-            self.thread = None
-        with self.lock:
-            self.phase = phase
-            self.on_disk = None
-            if bytes_total is not None:
-                self.bytes_total = self.fixed_bytes = bytes_total
-                self.files_total = self.files_done = files_total
-                self.samples.clear()
-        self.write()
-
-    def record(self):
-        now = time.monotonic()
-        with self.lock:
-            extra = self.on_disk() if self.on_disk else 0
-            done = min(self.bytes_total, self.fixed_bytes + extra) if self.bytes_total else self.fixed_bytes
-            self.samples.append((now, done))
-            while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
-                self.samples.popleft()
-            return progress_record(self.phase, done, self.bytes_total, self.files_done, self.files_total,
-                                   list(self.samples), time.time())
-
-    def write(self):
-        if not self.path:
-            return
-        try:
-            write_atomic(self.path, json.dumps(self.record(), sort_keys=True) + "\n")
-        except (IOError, OSError):
-            pass  # progress is for show; the run does not depend on it
-
-    def _run(self):
-        while not self.stop_event.wait(self.interval):
-            self.write()
-
-
 # ------------------------------------------------------------------------------ client
 
 
@@ -572,7 +328,8 @@ class _Run(object):
         self.snap = snapshot_folder(self.repo_dir, params["revision"])
         self.manifest_path = manifest_file(self.repo_dir, params["revision"])
         # Check mode writes nothing, the progress file included.
-        self.progress = Progress(None if check_mode else params.get("progress_file"))
+        self.progress = ProgressFile(None if check_mode else params.get("progress_file"), RATE_WINDOW,
+                                     name="hf_snapshot-progress")
         self.files = []
         self.missing = []
         self.repaired = []
@@ -716,7 +473,7 @@ class _Run(object):
                                  self.p.get("endpoint"), self.p.get("token"), self.p["timeout"])
             return True
 
-        self.progress.start("fetching", sum(e["size"] for e in todo), len(todo), on_disk=on_disk)
+        self.progress.start("fetching", sum(e["size"] for e in todo), len(todo), pending=lambda: (on_disk(), 0))
         fetched, errors = [], []
         # Largest first: the long transfers start together and the small files fill in.
         order = sorted(todo, key=lambda e: (-e["size"], e["name"]))
