@@ -15,11 +15,11 @@ __metaclass__ = type
 import ipaddress
 import json
 import re
+import shlex
 
 SCHEMA = 1
 JSON_NAME = "cluster.json"
 ENV_NAME = "cluster.env"
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]*$")
 REQUIRED = ("path", "head", "workers", "master_address", "master_port", "ssh_user", "nodes")
 NODE_REQUIRED = ("rank", "role", "link_address", "netdev", "env")
 PATHS = ("tensorfold", "vllm")
@@ -37,10 +37,7 @@ _IPV4_FIX = ("put an IPv4 address on the CX7 link netdev (glm53_link_address, e.
 
 def shell_quote(value):
     """Quote for POSIX sh, so `. cluster.env` gives back the exact string."""
-    value = "" if value is None else str(value)
-    if value and _SAFE.match(value):
-        return value
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+    return shlex.quote("" if value is None else str(value))
 
 
 def render_json(contract):

@@ -20,7 +20,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
-import json
 import os
 import posixpath
 import re
@@ -29,14 +28,13 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import deque
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
-# The cache layout, manifest and progress file hf_snapshot writes (one definition).
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
-    manifest_problem, manifest_rel, name_problem, progress_record, repo_folder_name)
+# The cache layout, manifest and progress file hf_snapshot writes (one definition each).
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import name_problem, repo_folder_name
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import manifest_rel, read_manifest
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._progress_file import ProgressFile
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._writers import WriterError, Writers
 
 STREAMS_RANGE = (1, 16)
@@ -51,7 +49,6 @@ SERVER_ALIVE_COUNT = 3
 RECORD_DIR = os.path.join(".locks", "dgx_spark.glm53")
 # --mkpath (create the worker's cache root when missing) needs rsync 3.2.3 on both ends.
 RSYNC_MIN_VERSION = (3, 2, 3)
-PROGRESS_INTERVAL = 1.0
 # Seconds of progress samples the rate in the progress file is measured over.
 RATE_WINDOW = 30.0
 # Seconds allowed for `rsync --version` and for `df` on the worker after a disk-full failure.
@@ -112,11 +109,6 @@ class MirrorError(Exception):
 
 
 # ----------------------------------------------------------------------------- inputs
-
-
-def repo_folder(repo_id):
-    """``org/name`` -> ``models--org--name``, the model repo's folder in the hub cache."""
-    return repo_folder_name(repo_id)
 
 
 def remote_dir(dest):
@@ -212,20 +204,13 @@ def validate(params):
 # --------------------------------------------------------------------------- the file set
 
 
-def read_manifest(hub_dir, repo_id, revision):
+def head_manifest(hub_dir, repo_id, revision):
     """The manifest of repo_id@revision on the head, or MirrorError saying to run hf_snapshot."""
     path = os.path.join(hub_dir, manifest_rel(repo_id, revision))
-    if not os.path.exists(path):
+    manifest, why = read_manifest(path, repo_id, revision)
+    if manifest is None and why is None:
         raise MirrorError("no verified snapshot of %s@%s on the head (no manifest %s): run hf_snapshot there first"
                           % (repo_id, revision, path))
-    why = None
-    try:
-        with open(path) as handle:
-            manifest = json.load(handle)
-    except (IOError, OSError, ValueError) as exc:
-        manifest, why = None, "cannot read it: %s" % exc
-    if why is None:
-        why = manifest_problem(manifest, repo_id, revision)
     if why:
         raise MirrorError("the manifest %s of %s@%s on the head is unusable (%s): run hf_snapshot there again"
                           % (path, repo_id, revision, why))
@@ -236,7 +221,7 @@ def snapshot_files(hub_dir, repo_id, revision, manifest):
     """``(entries, problems)``: for each file of the manifest, ``{name, size, link, data}`` with
     paths relative to ``hub_dir``: ``link`` the snapshot symlink (None when the snapshot holds a
     regular file) and ``data`` the file holding the bytes (the blob the link points at)."""
-    folder = repo_folder(repo_id)
+    folder = repo_folder_name(repo_id)
     blobs_dir = os.path.join(hub_dir, folder, "blobs")
     entries, problems = [], []
     for row in manifest["files"]:
@@ -280,13 +265,13 @@ def build_plan(hub_dir, models, force=None):
     by_repo = {}
     for model in models:
         repo_id, revision = model["repo_id"], model["revision"]
-        manifest = read_manifest(hub_dir, repo_id, revision)
+        manifest = head_manifest(hub_dir, repo_id, revision)
         entries, problems = snapshot_files(hub_dir, repo_id, revision, manifest)
         if problems:
             raise MirrorError("the head's snapshot of %s@%s does not match its verified manifest: %s: run "
                               "hf_snapshot there again (it fetches what is missing or wrong)"
                               % (repo_id, revision, "; ".join(problems)))
-        folder = repo_folder(repo_id)
+        folder = repo_folder_name(repo_id)
         for path in (folder, folder + "/blobs"):
             if path not in plan["dirs"]:
                 plan["dirs"].append(path)
@@ -495,68 +480,11 @@ class OutputTail(object):
             self.files = records[-1]["files"] or self.files
 
 
-class Progress(object):
-    """Writes the progress file (atomically, about once a second) from a background thread;
-    no path, nothing written."""
-
-    def __init__(self, path, bytes_total, files_total, interval=PROGRESS_INTERVAL):
-        self.path = path
-        self.interval = interval
-        self.bytes_total, self.files_total = bytes_total, files_total
-        self.base_bytes = self.base_files = 0
-        self.tails = []
-        self.samples = deque()
-        self.lock = threading.Lock()
-        self.stop_event = threading.Event()
-        self.thread = None
-
-    def start(self):
-        self.write("mirror")
-        if self.path:
-            self.thread = threading.Thread(target=self._run, name="hf_mirror-progress")
-            self.thread.daemon = True
-            self.thread.start()
-
-    def set(self, base_bytes, base_files, tails=()):
-        """What is on the worker already, and the streams now sending."""
-        with self.lock:
-            self.base_bytes, self.base_files, self.tails = base_bytes, base_files, list(tails)
-
-    def figures(self):
-        with self.lock:
-            for tail in self.tails:
-                tail.poll()
-            done = self.base_bytes + sum(tail.bytes for tail in self.tails)
-            files = self.base_files + sum(tail.files for tail in self.tails)
-        return min(done, self.bytes_total), min(files, self.files_total)
-
-    def finish(self, phase, complete=False):
-        if self.thread is not None:
-            self.stop_event.set()
-            self.thread.join()
-            self.thread = None
-        if complete:
-            self.set(self.bytes_total, self.files_total)
-        self.write(phase)
-
-    def write(self, phase):
-        if not self.path:
-            return
-        done, files = self.figures()
-        now = time.monotonic()
-        self.samples.append((now, done))
-        while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
-            self.samples.popleft()
-        record = progress_record(phase, done, self.bytes_total, files, self.files_total, list(self.samples),
-                                 time.time())
-        try:
-            write_atomic(self.path, json.dumps(record, sort_keys=True) + "\n")
-        except (IOError, OSError):
-            pass  # progress is for show; the copy does not depend on it
-
-    def _run(self):
-        while not self.stop_event.wait(self.interval):
-            self.write("mirror")
+def streams_sent(tails):
+    """``(bytes, files)`` the running streams have sent so far, from their output."""
+    for tail in tails:
+        tail.poll()
+    return sum(tail.bytes for tail in tails), sum(tail.files for tail in tails)
 
 
 # ------------------------------------------------------------------------------- the run
@@ -680,7 +608,7 @@ class Mirror(object):
             self.commands.append(argv)
             threads.append(threading.Thread(target=self._stream, args=(runs, index, argv, out, timeout),
                                             name="hf_mirror-stream-%d" % index))
-        progress.set(base_bytes, base_files, tails)
+        progress.count(base_bytes, base_files, pending=lambda: streams_sent(tails))
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -704,12 +632,13 @@ class Mirror(object):
         plan = build_plan(self.hub_dir, self.p["models"], self.p.get("force"))
         bytes_total = sum(plan["blobs"].values()) + sum(plan["manifests"].values())
         files_total = len(plan["blobs"]) + len(plan["manifests"])
-        progress = Progress(None if self.check_mode else self.p.get("progress_file"), bytes_total, files_total)
+        progress = ProgressFile(None if self.check_mode else self.p.get("progress_file"), RATE_WINDOW,
+                                name="hf_mirror-progress")
         if not self.check_mode:  # a dry run writes nothing, so it ends nothing either
             self.claim()
         self.workdir = tempfile.mkdtemp(prefix="glm53-hf-mirror-")
         try:
-            progress.start()
+            progress.start("mirror", bytes_total, files_total)
             result = self._passes(plan, progress)
         except MirrorError:
             progress.finish("failed")
@@ -717,7 +646,7 @@ class Mirror(object):
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.writers.release()
-        progress.finish("done", complete=True)
+        progress.finish("done", bytes_total, files_total)
         elapsed = time.monotonic() - self.started
         result.update({
             "bytes_total": bytes_total,
@@ -761,7 +690,7 @@ class Mirror(object):
                 to_send, plan["forced"], sum(plan["blobs"].values()) - sending, base_files, progress)
             files_copied = len([item for item in sent_items if sends(item)])
             items += sent_items
-        progress.set(sum(plan["blobs"].values()), len(plan["blobs"]))
+        progress.count(sum(plan["blobs"].values()), len(plan["blobs"]))
         # Links after their blobs, the manifests last: a worker never holds a manifest before its files.
         for name, paths in (("links", plan["links"]), ("manifests", sorted(plan["manifests"]))):
             if not paths:

@@ -2,13 +2,15 @@
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Private helpers for hf_snapshot. Not a public API.
+"""Private helpers for hf_snapshot: the run. Not a public API.
 
 One pinned revision of a Hugging Face model repo in the hub cache layout
 (``<cache>/hub/models--org--name/{blobs,snapshots/<sha>}``): its file list (from the hub
 once, then from a manifest kept beside the snapshot), verification by size or sha256, and
 the fetch of what is missing through huggingface_hub's own ``hf_hub_download``.
 huggingface_hub is imported only when the file list or a fetch needs the network.
+The manifest and the verification of files against it are _hf_manifest's (pure, shared
+with hf_mirror); this file runs them, fetches, repairs and reports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,40 +18,28 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import hashlib
-import json
 import os
-import re
 import shutil
-import stat
 import sys
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
-# The cache layout, manifest and progress file are shared with hf_mirror (one definition).
+# The cache layout, manifest and progress file are shared with hf_mirror (one definition each).
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import (
-    MANIFEST_DIR, MANIFEST_SCHEMA, VERIFY_MODES, manifest_problem, name_problem, progress_record, repo_folder_name,
-    shared_store_file, stale_partials)
+    file_path, name_problem, repo_folder, shared_store_file, snapshot_folder, stale_partials)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import (
+    VERIFY_MODES, blob_name, build_manifest, describe_failures, manifest_file, normalize_patterns, read_manifest,
+    render_manifest, same_selection, stale_blob, verify_files)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_errors import (
+    CACHE_ERRNOS, SPACE_ERRNOS, hub_error_message, is_definite, scrub)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._progress_file import ProgressFile
 
-HASH_CHUNK = 8 << 20
-PROGRESS_INTERVAL = 1.0
 # Seconds of progress samples the rate is measured over.
 RATE_WINDOW = 10.0
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
-# Exception class names (anywhere in the MRO) that mean the hub gave a definite answer: every
-# other file would get the same, so the remaining fetches are cancelled.
-_DEFINITE = ("RepositoryNotFoundError", "RevisionNotFoundError", "GatedRepoError", "DisabledRepoError",
-             "OfflineModeIsEnabled", "RemoteEntryNotFoundError")
-# A local file system error while fetching: the cache, not the network.
-_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-_CACHE_ERRNOS = _SPACE_ERRNOS + (errno.EACCES, errno.EPERM, errno.EROFS)
-_TRANSIENT = ("LocalEntryNotFoundError", "TransportError", "TimeoutException", "NetworkError", "ConnectError",
-              "RemoteProtocolError", "ReadError", "XetDownloadError", "ConnectionError", "TimeoutError")
 
 
 class SnapshotError(Exception):
@@ -90,36 +80,6 @@ def input_problems(repo_id, revision, verify, max_workers, timeout):
     return problems
 
 
-def normalize_patterns(patterns):
-    """``None`` for no filter (an empty list too), else the list of patterns."""
-    return list(patterns) if patterns else None
-
-
-# ----------------------------------------------------------------------------- layout
-
-
-def repo_folder(cache_dir, repo_id):
-    """``<cache_dir>/hub/models--org--name``, as huggingface_hub lays it out."""
-    return os.path.join(cache_dir, "hub", repo_folder_name(repo_id))
-
-
-def snapshot_folder(repo_dir, revision):
-    return os.path.join(repo_dir, "snapshots", revision)
-
-
-def manifest_file(repo_dir, revision):
-    return os.path.join(repo_dir, MANIFEST_DIR, revision + ".json")
-
-
-def file_path(snap_dir, name):
-    return os.path.join(snap_dir, *name.split("/"))
-
-
-def blob_name(entry):
-    """The name huggingface_hub gives the file's blob (its etag): the LFS sha256, else the git blob id."""
-    return entry["sha256"] if entry["lfs"] else entry.get("git_sha1")
-
-
 # ------------------------------------------------------------------------ file lists
 
 
@@ -150,126 +110,7 @@ def select_files(entries, allow_patterns, ignore_patterns, filter_fn):
                           key=lambda e: e["name"]))
 
 
-# --------------------------------------------------------------------------- manifest
-
-
-def build_manifest(repo_id, revision, allow_patterns, ignore_patterns, files, verified_with):
-    keep = ("name", "size", "sha256", "lfs", "git_sha1")
-    rows = [dict((k, f.get(k)) for k in keep) for f in sorted(files, key=lambda f: f["name"])]
-    return {
-        "schema": MANIFEST_SCHEMA,
-        "repo_id": repo_id,
-        "revision": revision,
-        "allow_patterns": normalize_patterns(allow_patterns),
-        "ignore_patterns": normalize_patterns(ignore_patterns),
-        "files": rows,
-        "bytes": sum(f["size"] for f in rows),
-        "verified_with": verified_with,
-    }
-
-
-def render_manifest(manifest):
-    return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-
-
-def read_manifest(path, repo_id, revision):
-    """``(manifest, None)``, ``(None, None)`` when there is none, or ``(None, why)`` when unusable."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except (IOError, OSError) as exc:
-        if exc.errno == errno.ENOENT:
-            return None, None
-        return None, "unreadable (%s)" % exc.strerror
-    try:
-        manifest = json.loads(text)
-    except ValueError as exc:
-        return None, "not JSON (%s)" % exc
-    problem = manifest_problem(manifest, repo_id, revision)
-    return (None, problem) if problem else (manifest, None)
-
-
-def same_selection(manifest, allow_patterns, ignore_patterns):
-    """True when the manifest lists the files of these patterns."""
-    return (normalize_patterns(manifest.get("allow_patterns")) == normalize_patterns(allow_patterns)
-            and normalize_patterns(manifest.get("ignore_patterns")) == normalize_patterns(ignore_patterns))
-
-
-# ------------------------------------------------------------------------ verification
-
-
-def sha256_of(path, counter=None):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-            if counter is not None:
-                counter(len(chunk))
-    return digest.hexdigest()
-
-
-def git_blob_sha1_of(path, size, counter=None):
-    """``git hash-object`` of the file (``size`` bytes, already checked)."""
-    digest = hashlib.sha1(b"blob %d\0" % size)
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-            if counter is not None:
-                counter(len(chunk))
-    return digest.hexdigest()
-
-
-def check_file(snap_dir, entry, verify, counter=None):
-    """``(state, detail)`` of one listed file: ``ok``, ``missing`` (nothing usable there) or
-    ``bad`` (present but failing: wrong size, hash, or not a regular file)."""
-    path = file_path(snap_dir, entry["name"])
-    if not os.path.lexists(path):
-        return "missing", "missing"
-    try:
-        info = os.stat(path)
-    except OSError:
-        return "missing", "link to a missing blob"
-    if not stat.S_ISREG(info.st_mode):
-        return "bad", "not a regular file"
-    if info.st_size != entry["size"]:
-        return "bad", "size %d, expected %d" % (info.st_size, entry["size"])
-    if verify == "sha256":
-        if entry.get("sha256"):
-            found = sha256_of(path, counter)
-            if found != entry["sha256"]:
-                return "bad", "sha256 %s, expected %s" % (found, entry["sha256"])
-        elif entry.get("git_sha1"):
-            found = git_blob_sha1_of(path, entry["size"], counter)
-            if found != entry["git_sha1"]:
-                return "bad", "git blob sha1 %s, expected %s" % (found, entry["git_sha1"])
-    return "ok", None
-
-
-def verify_files(snap_dir, files, verify, workers=1, counter=None, on_file=None):
-    """The files that do not verify, each ``{name, size, state, detail}``, in list order.
-    Hashing runs on ``workers`` threads (hashlib releases the GIL on large chunks);
-    ``counter(bytes)`` follows the hashing, ``on_file()`` each file checked."""
-
-    def one(entry):
-        state = check_file(snap_dir, entry, verify, counter)
-        if on_file is not None:
-            on_file()
-        return state
-
-    if verify != "sha256" or workers <= 1 or len(files) <= 1:
-        states = [one(f) for f in files]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
-            states = list(pool.map(one, files))
-    return [{"name": f["name"], "size": f["size"], "state": state, "detail": detail}
-            for f, (state, detail) in zip(files, states) if state != "ok"]
-
-
-def describe_failures(failures, limit=10):
-    text = ", ".join("%s (%s)" % (f["name"], f["detail"]) for f in failures[:limit])
-    if len(failures) > limit:
-        text += " and %d more" % (len(failures) - limit)
-    return text
+# ------------------------------------------------------------------------------ repair
 
 
 def _inside(path, directory):
@@ -297,19 +138,6 @@ def remove_entry(repo_dir, revision, entry):
     return removed
 
 
-def stale_blob(repo_dir, entry, verify):
-    """The blob of a file missing from the snapshot when it exists but does not verify
-    (huggingface_hub would link it as it is), else None."""
-    name = blob_name(entry)
-    if not name:
-        return None
-    path = os.path.join(repo_dir, "blobs", name)
-    if not os.path.lexists(path):
-        return None
-    state, _detail = check_file(os.path.join(repo_dir, "blobs"), dict(entry, name=name), verify)
-    return None if state == "ok" else path
-
-
 # ------------------------------------------------------------------------------- space
 
 
@@ -321,89 +149,11 @@ def free_bytes(path):
     return shutil.disk_usage(probe).free
 
 
-def human(size):
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return "%.1f %s" % (size / float(scale), unit)
-    return "%d B" % size
-
-
 def space_message(repo_id, revision, path, free, needed):
     text = ("no space left for %s@%s under %s: %s (%d bytes) free, %s (%d bytes) still needed: free space there "
             "or set hf_weights cache_dir to a larger disk")
-    return text % (repo_id, revision, path, human(free), free, human(needed), needed)
-
-
-# ------------------------------------------------------------------------------ errors
-
-
-def _kinds(exc):
-    return set(cls.__name__ for cls in type(exc).__mro__)
-
-
-def is_definite(exc):
-    """The hub's answer would be the same for every file (or the cache cannot be written): stop fetching."""
-    return bool(_kinds(exc) & set(_DEFINITE)) or getattr(exc, "errno", None) in _CACHE_ERRNOS
-
-
-def _first_line(text):
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def _cause(exc, timeout=None):
-    """The lowest cause the client wrapped, in one line; a timeout names the setting."""
-    chain = [exc]
-    while getattr(chain[-1], "__cause__", None) is not None:
-        chain.append(chain[-1].__cause__)
-    text = "%s: %s" % (type(chain[-1]).__name__, _first_line(chain[-1]) or "no detail")
-    if timeout and any("Timeout" in kind for item in chain for kind in _kinds(item)):
-        text += "; no answer within the timeout of %s s" % timeout
-    return text
-
-
-def scrub(text, token):
-    """The text with the token masked (a client message could quote a header)."""
-    return text.replace(token, "********") if token else text
-
-
-def hub_error_message(exc, repo_id, revision, endpoint, token_given, filename=None, timeout=None):
-    """One line for the operator about a client exception, naming the input to fix."""
-    kinds = _kinds(exc)
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    where = "%r at revision %r (endpoint %s)" % (repo_id, revision, endpoint)
-    if "GatedRepoError" in kinds:
-        if token_given:
-            return ("%r is gated and the token given has no access to it (HTTP %s): accept its terms on the hub "
-                    "with the account of that token (hf_weights_token)" % (repo_id, status))
-        return "%r is gated: accept its terms on the hub and pass a token (hf_weights_token)" % (repo_id,)
-    if "RepositoryNotFoundError" in kinds:
-        fix = "check hf_weights repo_id"
-        if not token_given:
-            fix += " (a private repo also needs a token: hf_weights_token)"
-        return "the hub answered RepoNotFound for %s: %s" % (where, fix)
-    if "RevisionNotFoundError" in kinds:
-        return "the hub answered RevisionNotFound for %s: check hf_weights revision (a commit of that repo)" % where
-    if "RemoteEntryNotFoundError" in kinds:
-        return ("the hub has no file %r in %s although it listed it: rerun, or check the pinned revision"
-                % (filename, where))
-    if "DisabledRepoError" in kinds:
-        return "the hub answered that %r is disabled (endpoint %s)" % (repo_id, endpoint)
-    if "OfflineModeIsEnabled" in kinds:
-        return ("HF_HUB_OFFLINE is set in the task's environment, so huggingface_hub makes no network call: unset it, "
-                "or use offline: true with a snapshot and manifest copied from the head")
-    if status in (401, 403):
-        return "the hub refused the request for %s with HTTP %s: check hf_weights_token" % (where, status)
-    if filename:
-        subject = "fetching %r of %s@%s from %s" % (filename, repo_id, revision, endpoint)
-    else:
-        subject = "listing the files of %s" % where
-    if status is not None and not (kinds & set(_TRANSIENT)) and status < 500 and status not in (408, 429):
-        return "%s failed: the hub answered HTTP %s (%s)" % (subject, status, _first_line(exc))
-    if not filename:
-        return "%s failed (%s): check the endpoint and the network, then rerun" % (subject, _cause(exc, timeout))
-    return ("%s was interrupted (%s): rerun to resume: the files already fetched are kept (huggingface_hub "
-            "starts an interrupted file over)" % (subject, _cause(exc, timeout)))
+    return text % (repo_id, revision, path, human_bytes(free, binary=True), free, human_bytes(needed, binary=True),
+                   needed)
 
 
 # ---------------------------------------------------------------------------- progress
@@ -428,79 +178,6 @@ def partial_bytes(blobs_dir, names, since):
         if info.st_mtime >= since:
             total += info.st_size
     return total
-
-
-class Progress(object):
-    """The figures of the running phase, written to ``path`` (atomically, about once a second)
-    by a background thread while a phase runs. No file: nothing written."""
-
-    def __init__(self, path, interval=PROGRESS_INTERVAL):
-        self.path = path
-        self.interval = interval
-        self.lock = threading.Lock()
-        self.phase = "starting"
-        self.bytes_total = self.files_total = self.files_done = self.fixed_bytes = 0
-        self.on_disk = None
-        self.samples = deque()
-        self.stop_event = threading.Event()
-        self.thread = None
-
-    def start(self, phase, bytes_total, files_total, on_disk=None):
-        """Start a phase; ``on_disk()`` adds bytes not yet counted by ``add``."""
-        with self.lock:
-            self.phase, self.bytes_total, self.files_total = phase, bytes_total, files_total
-            self.files_done = self.fixed_bytes = 0
-            self.on_disk = on_disk
-            self.samples.clear()
-        self.write()
-        if self.path and self.thread is None:
-            self.stop_event.clear()
-            self.thread = threading.Thread(target=self._run, name="hf_snapshot-progress")
-            self.thread.daemon = True
-            self.thread.start()
-
-    def add(self, nbytes, files=0):
-        with self.lock:
-            self.fixed_bytes += nbytes
-            self.files_done += files
-
-    def finish(self, phase, bytes_total=None, files_total=None):
-        """Stop the writer and write the last figures under ``phase``; with totals, as all done."""
-        if self.thread is not None:
-            self.stop_event.set()
-            self.thread.join()
-            self.thread = None
-        with self.lock:
-            self.phase = phase
-            self.on_disk = None
-            if bytes_total is not None:
-                self.bytes_total = self.fixed_bytes = bytes_total
-                self.files_total = self.files_done = files_total
-                self.samples.clear()
-        self.write()
-
-    def record(self):
-        now = time.monotonic()
-        with self.lock:
-            extra = self.on_disk() if self.on_disk else 0
-            done = min(self.bytes_total, self.fixed_bytes + extra) if self.bytes_total else self.fixed_bytes
-            self.samples.append((now, done))
-            while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
-                self.samples.popleft()
-            return progress_record(self.phase, done, self.bytes_total, self.files_done, self.files_total,
-                                   list(self.samples), time.time())
-
-    def write(self):
-        if not self.path:
-            return
-        try:
-            write_atomic(self.path, json.dumps(self.record(), sort_keys=True) + "\n")
-        except (IOError, OSError):
-            pass  # progress is for show; the run does not depend on it
-
-    def _run(self):
-        while not self.stop_event.wait(self.interval):
-            self.write()
 
 
 # ------------------------------------------------------------------------------ client
@@ -572,7 +249,8 @@ class _Run(object):
         self.snap = snapshot_folder(self.repo_dir, params["revision"])
         self.manifest_path = manifest_file(self.repo_dir, params["revision"])
         # Check mode writes nothing, the progress file included.
-        self.progress = Progress(None if check_mode else params.get("progress_file"))
+        self.progress = ProgressFile(None if check_mode else params.get("progress_file"), RATE_WINDOW,
+                                     name="hf_snapshot-progress")
         self.files = []
         self.missing = []
         self.repaired = []
@@ -716,7 +394,7 @@ class _Run(object):
                                  self.p.get("endpoint"), self.p.get("token"), self.p["timeout"])
             return True
 
-        self.progress.start("fetching", sum(e["size"] for e in todo), len(todo), on_disk=on_disk)
+        self.progress.start("fetching", sum(e["size"] for e in todo), len(todo), pending=lambda: (on_disk(), 0))
         fetched, errors = [], []
         # Largest first: the long transfers start together and the small files fill in.
         order = sorted(todo, key=lambda e: (-e["size"], e["name"]))
@@ -742,11 +420,11 @@ class _Run(object):
         """The message for a fetch that did not complete: the most telling error first."""
         errors.sort(key=lambda item: (not is_definite(item[1]), item[0]["name"]))
         entry, exc = errors[0]
-        if getattr(exc, "errno", None) in _SPACE_ERRNOS:
+        if getattr(exc, "errno", None) in SPACE_ERRNOS:
             left = sum(e["size"] for e in todo if e["name"] not in fetched)
             blobs = os.path.join(self.repo_dir, "blobs")
             message = space_message(self.p["repo_id"], self.p["revision"], blobs, free_bytes(blobs), left)
-        elif getattr(exc, "errno", None) in _CACHE_ERRNOS:
+        elif getattr(exc, "errno", None) in CACHE_ERRNOS:
             message = self.cache_message(exc)
         else:
             message = self.hub_message(exc, entry["name"])

@@ -18,7 +18,7 @@ import json
 import os
 import re
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import command_string, run_with_timeout
 
 SOURCES = ("auto", "tool", "sysfs")
 TOOL = "ibdev2netdev"
@@ -401,12 +401,12 @@ def gather_ports(run_command, sysfs_root, source, address, timeout):
     if error:
         return None, error
     if rc != 0:
-        return None, "'%s' failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip())
+        return None, "`%s` failed (rc=%d): %s" % (command_string(argv), rc, (err or out).strip())
     try:
         ip_info = parse_ip_addr_json(out)
     except ValueError as exc:
-        return None, ("'%s' did not print the JSON list iproute2 prints (iproute2 older than 4.13?): %s"
-                      % (" ".join(argv), exc))
+        return None, ("`%s` did not print the JSON list iproute2 prints (iproute2 older than 4.13?): %s"
+                      % (command_string(argv), exc))
 
     sysfs_ports = {}
     for entry in ports:

@@ -263,11 +263,8 @@ elapsed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_snapshot import (
-    VERIFY_MODES,
-    SnapshotError,
-    sync,
-)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import VERIFY_MODES
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_snapshot import SnapshotError, sync
 
 ARGUMENT_SPEC = dict(
     repo_id=dict(type="str", required=True),

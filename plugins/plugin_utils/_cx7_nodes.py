@@ -15,13 +15,12 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import memory_summary, parse_meminfo
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_links import nodes_of
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_parsers import (
     GIB,
     command_error,
-    human_bytes,
-    human_gib,
     parse_compute_apps,
     parse_gpus,
     timed_out,
@@ -199,18 +198,20 @@ def check_memory(config, obs_by_node):
                 out.append(result(name, node, WARN, WARN, expected=">= %s GiB %s" % (gate, label), found="unreadable",
                                   fix="make /proc/meminfo readable", summary="%s unknown" % label))
                 continue
+            # In GiB, as the gate is.
+            have = human_bytes(summary[key], unit="GiB")
             if engine:
                 out.append(result(name, node, OK, WARN, expected=">= %s GiB %s before a start" % (gate, label),
-                                  found="%s while our engine runs (%s)" % (human_gib(summary[key]), ", ".join(engine)),
+                                  found="%s while our engine runs (%s)" % (have, ", ".join(engine)),
                                   summary="serving: gate applies before a start"))
                 continue
             ok = summary[key] >= float(gate) * GIB
             out.append(result(
                 name, node, passed_or(WARN, ok), WARN, expected=">= %s GiB %s" % (gate, label),
-                found=human_gib(summary[key]),
+                found=have,
                 fix="close desktop sessions, browsers and containers on %s; the model needs the memory when it loads "
                     "(page cache is dropped right before the engine starts)" % node,
-                summary="%s %s" % (label, human_gib(summary[key]))))
+                summary="%s %s" % (label, have)))
     return out
 
 
@@ -255,15 +256,17 @@ def check_disk(config, obs_by_node):
         for group in disk_groups([e for e in probe if not e.get("error")]):
             ok = group["free"] >= group["need"]
             what = "+".join(group["names"])
-            found = "%s free" % human_bytes(group["free"])
+            # In GB, the unit the weight sizes are quoted in.
+            free, need = human_bytes(group["free"], unit="GB"), human_bytes(group["need"], unit="GB")
+            short = human_bytes(group["need"] - group["free"], unit="GB")
+            found = "%s free" % free
             if group["present"]:
-                found += " (%s of this path's data already there counted)" % human_bytes(group["present"])
+                found += " (%s of this path's data already there counted)" % human_bytes(group["present"], unit="GB")
             out.append(result(
                 "disk.free", node, passed_or(FAIL, ok), FAIL,
-                expected=">= %s free on %s for %s (path %s)"
-                         % (human_bytes(group["need"]), group["mount"], what, config.get("path")),
+                expected=">= %s free on %s for %s (path %s)" % (need, group["mount"], what, config.get("path")),
                 found=found,
                 fix="free %s on %s (%s) or point the %s directories at a larger disk"
-                    % (human_bytes(group["need"] - group["free"]), group["mount"], ", ".join(group["paths"]), what),
-                summary="%s: %s free for %s" % (group["mount"], human_bytes(group["free"]), what)))
+                    % (short, group["mount"], ", ".join(group["paths"]), what),
+                summary="%s: %s free for %s" % (group["mount"], free, what)))
     return out

@@ -65,12 +65,3 @@ def seconds(value):
         return "%g" % float(value)
     except (TypeError, ValueError):
         return str(value)
-
-
-def human_bytes(value):
-    """Decimal GB with one decimal (the unit the weight sizes are quoted in)."""
-    return "%.1f GB" % (float(value) / GB)
-
-
-def human_gib(value):
-    return "%.1f GiB" % (float(value) / GIB)

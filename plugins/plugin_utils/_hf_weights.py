@@ -11,9 +11,9 @@ __metaclass__ = type
 
 import posixpath
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import bad_revisions
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import disk_groups
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_parsers import human_bytes
 
 # Where the kit mounts each node's HF cache root inside the rank containers (serve.sh run_args).
 CONTAINER_HF = "/root/.cache/huggingface"
@@ -73,13 +73,15 @@ def space_errors(node, entries, path, nothing_changed=True):
         if group["free"] >= group["need"]:
             continue
         what = "+".join(group["names"])
-        present = (" (%s of it already there, counted)" % human_bytes(group["present"])) if group["present"] else ""
+        # In GB, the unit the weight sizes are quoted in.
+        need, free, present, short = (human_bytes(value, unit="GB") for value in (
+            group["need"], group["free"], group["present"], group["need"] - group["free"]))
+        present = (" (%s of it already there, counted)" % present) if group["present"] else ""
         out.append(
             "[hf_weights.space] %s: %s needs %s more on %s for %s (path %s)%s, but %s is free: free %s on %s (%s) or "
             "point glm53_hf_cache_dir / glm53_prepared_dir / glm53_session_dir at a larger disk.%s"
-            % (node, node, human_bytes(group["need"]), group["mount"], what, path, present, human_bytes(group["free"]),
-               human_bytes(group["need"] - group["free"]), group["mount"], ", ".join(group["paths"]),
-               " Nothing was downloaded." if nothing_changed else ""))
+            % (node, node, need, group["mount"], what, path, present, free, short, group["mount"],
+               ", ".join(group["paths"]), " Nothing was downloaded." if nothing_changed else ""))
     return out
 
 

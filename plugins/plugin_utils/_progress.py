@@ -14,16 +14,7 @@ __metaclass__ = type
 
 import json
 
-_UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
-
-
-def human_size(value):
-    """Decimal units with three significant digits: ``1.23 GB``, ``512 MB``, ``0 B``."""
-    value = float(value or 0)
-    for scale, unit in _UNITS:
-        if value >= scale:
-            return "%.3g %s" % (value / scale, unit)
-    return "%d B" % value
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
 
 
 def human_duration(seconds):
@@ -52,11 +43,11 @@ def progress_line(host, label, progress, elapsed):
     parts = []
     done, total = progress.get("bytes_done"), progress.get("bytes_total")
     if done is not None and total:
-        parts.append("%s of %s (%d%%)" % (human_size(done), human_size(total), int(100 * float(done) / float(total))))
+        parts.append("%s of %s (%d%%)" % (human_bytes(done), human_bytes(total), int(100 * float(done) / float(total))))
     elif done is not None:
-        parts.append(human_size(done))
+        parts.append(human_bytes(done))
     if progress.get("rate_bps"):
-        parts.append("%s/s" % human_size(progress["rate_bps"]))
+        parts.append("%s/s" % human_bytes(progress["rate_bps"]))
     if progress.get("eta_s") is not None and total and done is not None and float(done) < float(total):
         parts.append("ETA %s" % human_duration(progress["eta_s"]))
     if progress.get("files_total"):

@@ -12,6 +12,7 @@ __metaclass__ = type
 
 import difflib
 import re
+import shlex
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate as contract_problems
 
@@ -73,7 +74,6 @@ NEAR_MISS = 2
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGN = re.compile(r"^(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _PLACEHOLDER = re.compile(r"<[^>]*>")
 _DQ_ESCAPES = "$`\"\\"
 
@@ -184,12 +184,9 @@ def env_value(value):
 
 
 def shell_quote(value):
-    """The value as ``source`` reads it back exactly: bare when safe, else single-quoted."""
-    if value == "":
-        return ""
-    if _SAFE.match(value):
-        return value
-    return "'" + value.replace("'", "'\\''") + "'"
+    """The value as ``source`` reads it back exactly: bare when safe, else single-quoted; an
+    empty value stays empty (``KEY=``, as the example writes it)."""
+    return shlex.quote(value) if value else ""
 
 
 def _levenshtein(left, right):

@@ -1,6 +1,7 @@
-"""A Hugging Face hub cache on disk as huggingface_hub lays it out, with the verified manifest
-hf_snapshot writes, for the hf_mirror tests; and an independent reader of such a tree
-(sha256 of every file, links as they are) to compare copies with."""
+"""A Hugging Face hub cache on disk as huggingface_hub lays it out: with the verified manifest
+hf_snapshot writes, for the hf_mirror tests; a repo with the hub's hashes of its files, for the
+verification and repair tests; and an independent reader of such a tree (sha256 of every
+file, links as they are) to compare copies with."""
 
 import hashlib
 import json
@@ -8,6 +9,9 @@ import os
 import shutil
 
 import pytest
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import repo_folder, snapshot_folder
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import blob_name
 
 RSYNC = shutil.which("rsync")
 REVISION = "5ab363a8" + "0" * 32
@@ -72,3 +76,45 @@ def tree(root):
             else:
                 out[rel] = ("file", sha256_file(path), os.path.getsize(path))
     return out
+
+
+def git_blob(data):
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class Tree(object):
+    """A repo in the hub cache, laid out as huggingface_hub writes it: blobs named by etag,
+    relative links from snapshots/<sha>."""
+
+    def __init__(self, root, repo_id, revision):
+        self.repo_dir = repo_folder(str(root), repo_id)
+        self.snap = snapshot_folder(self.repo_dir, revision)
+        self.blobs = os.path.join(self.repo_dir, "blobs")
+        os.makedirs(self.blobs)
+        os.makedirs(self.snap)
+        self.files = []
+
+    def add(self, name, data, lfs):
+        entry = {"name": name, "size": len(data), "lfs": lfs,
+                 "sha256": hashlib.sha256(data).hexdigest() if lfs else None,
+                 "git_sha1": None if lfs else git_blob(data)}
+        blob = os.path.join(self.blobs, blob_name(entry))
+        with open(blob, "wb") as handle:
+            handle.write(data)
+        link = os.path.join(self.snap, *name.split("/"))
+        if not os.path.isdir(os.path.dirname(link)):
+            os.makedirs(os.path.dirname(link))
+        os.symlink(os.path.relpath(blob, os.path.dirname(link)), link)
+        self.files.append(entry)
+        return entry
+
+    def blob(self, entry):
+        return os.path.join(self.blobs, blob_name(entry))
+
+
+def small_tree(root, repo_id, revision):
+    """A Tree with a small non-LFS file and a 3 MiB LFS file in a subfolder."""
+    tree = Tree(root, repo_id, revision)
+    tree.add("config.json", b'{"a": 1}\n', lfs=False)
+    tree.add("sub/model.safetensors", os.urandom(3 * 1024 * 1024 + 17), lfs=True)
+    return tree

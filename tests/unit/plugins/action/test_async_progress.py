@@ -70,7 +70,7 @@ def test_progress_lines_then_the_jobs_own_result(tmp_path):
     assert rc == 0, output[-3000:] + errors[-2000:]
     lines = [line for line in output.splitlines() if line.startswith(PREFIX)]
     assert len(lines) >= 2, output  # the job ran until two were printed: fewer means they never came
-    assert all("of 3 MB" in line and "1 MB/s" in line for line in lines), lines
+    assert all("of 3.0 MB" in line and "1.0 MB/s" in line for line in lines), lines
     assert "RC=0 OUT=finished" in output
     # The async result file is cleaned up once the job's result came back.
     assert not list((tmp_path / "async").glob("*[0-9]*")), list((tmp_path / "async").iterdir())

@@ -1,12 +1,14 @@
 """_cluster_contract.validate: the one check of the contract's types and relations, run by
 cluster_contract where the contract is written and read, and by the tensorfold site values.
-Each refused case with the message the operator reads."""
+Each refused case with the message the operator reads. And cluster.env's quoting, read back
+by sh."""
 
 import copy
+import subprocess
 
 import pytest
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import shell_quote, validate
 
 HEAD, WORKER = "spark-head", "spark-worker"
 ENV = {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
@@ -140,3 +142,17 @@ def test_the_contract_the_preflight_builds_passes():
 ])
 def test_refused_with_what_was_expected_and_found(contract, problems):
     assert validate(contract) == problems
+
+
+@pytest.mark.parametrize("value, quoted", [
+    ("enp1s0f1np1", "enp1s0f1np1"),
+    ("", "''"),
+    (None, "''"),
+    ("spark-worker other", "'spark-worker other'"),
+    ("it's", "'it'\"'\"'s'"),
+])
+def test_cluster_env_values_are_read_back_exactly_by_sh(value, quoted):
+    assert shell_quote(value) == quoted
+    out = subprocess.run(["sh", "-c", '. /dev/stdin; printf %s "$K"'], input="K=%s\n" % shell_quote(value),
+                         capture_output=True, text=True, check=True).stdout
+    assert out == ("" if value is None else value)

@@ -418,10 +418,3 @@ def test_explain_failure_of_a_timeout_and_of_a_missing_head_rsync():
     meaning, fix = hm.explain_failure({"rc": None, "error": "cannot run rsync: ENOENT", "stderr": ""}, "w")
     assert fix == "rsync is missing on the head: install rsync (apt install rsync)"
 
-
-def test_progress_record_rate_and_eta():
-    record = hm.progress_record("mirror", 600, 1000, 1, 3, [(10.0, 200), (12.0, 600)], 1700000000.0)
-    assert record == {"phase": "mirror", "bytes_done": 600, "bytes_total": 1000, "files_done": 1, "files_total": 3,
-                      "rate_bps": 200, "eta_s": 2.0, "updated": 1700000000.0}
-    assert hm.progress_record("mirror", 0, 10, 0, 1, [(1.0, 0)], 5.0)["eta_s"] is None
-    assert hm.progress_record("done", 10, 10, 1, 1, [], 5.0)["eta_s"] == 0.0

@@ -179,7 +179,7 @@ def test_ip_without_json_is_a_clear_error(sysfs, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", "%s:%s" % (tmp_path / "bin", os.environ.get("PATH", "")))
     code, result = run_module({"sysfs_root": sysfs, "source": "sysfs"}, capsys)
     assert code == 1
-    assert result["msg"].startswith("'%s -j addr show' did not print the JSON list iproute2 prints"
+    assert result["msg"].startswith("`%s -j addr show` did not print the JSON list iproute2 prints"
                                     % (tmp_path / "bin" / "ip"))
 
 

@@ -126,7 +126,7 @@ def test_gathering_that_failed_on_a_node_is_reported(cluster):
 def test_port_map_error_is_reported(cluster):
     cfg, results, _probes, _listen = cluster
     link = fx.by_node(results, WORKER)["link"]
-    link.update(ports=None, error="'ip -j addr show' failed (rc=1): boom", source=None)
+    link.update(ports=None, error="`ip -j addr show` failed (rc=1): boom", source=None)
     report = reprobe(cfg, results)
     (fail,) = find(report, "node.link_facts", WORKER)
     assert fail["status"] == "fail" and "boom" in fail["found"] and "rdma-core" in fail["fix"]

@@ -369,3 +369,19 @@ def test_rendering_is_stable():
     # Rendering the rendered file again with the same values changes nothing but the header.
     again = tf.render_env(once, SITE, AWKWARD, "generated for a test")
     assert tf.effective(tf.parse_env(again)) == tf.effective(tf.parse_env(once))
+
+
+@pytest.mark.parametrize("value, quoted", [
+    ("plain/path:1", "plain/path:1"),
+    ("", ""),
+    ("two words", "'two words'"),
+    ("it's", "'it'\"'\"'s'"),
+    ("$HOME", "'$HOME'"),
+])
+def test_shell_quote_is_read_back_exactly_by_the_parser_and_by_bash(value, quoted):
+    assert tf.shell_quote(value) == quoted
+    line = "K=%s\n" % tf.shell_quote(value)
+    assert tf.effective(tf.parse_env(line))["K"] == value
+    out = subprocess.run(["bash", "-c", 'source /dev/stdin <<< "$1"; printf %s "$K"', "bash", line],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == value
