@@ -7,6 +7,7 @@
 #   make sanity       ansible-test sanity on a copy laid out as ansible_collections/dgx_spark/glm53
 #   make unit         pytest tests/unit (real page cache, pure functions)
 #   make build        build the collection tarball and prove it installs alone
+#   make site-vars  regenerate README.md's site-variables table from meta/site_argument_spec.yml
 #   make node-requirements  regenerate roles/hf_weights/files/requirements-node.txt (hash lock; needs PyPI)
 #   make integration  end-to-end tests on the lab through ansible-runner
 #   make molecule     every molecule scenario on the lab
@@ -27,7 +28,7 @@ SANITY_ROOT := .build/sanity/ansible_collections/dgx_spark/glm53
 # stand-in (tests/sanity/get_pip.py) where it looks first. 24.2 is ansible-core 2.19's pin.
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
-.PHONY: help setup host-tools doctor lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule node-requirements
+.PHONY: help setup host-tools doctor lint sanity unit test build clean lab-up lab-down lab-status lab integration molecule node-requirements site-vars
 
 help:
 	@grep -E '^#   make' $(MAKEFILE_LIST) | sed 's/^#   //'
@@ -120,6 +121,13 @@ NODE_REQUIREMENTS := roles/hf_weights/files/requirements-node.txt
 node-requirements: setup
 	PYTHONPATH=$(abspath .collections) python -m ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse \
 	  --vars roles/hf_weights/vars/main.yml --out $(NODE_REQUIREMENTS)
+
+# README.md's "Site variables" table is rendered from the site contract, never edited by
+# hand; tests/unit/test_site_contract.py fails when it is stale. Run after changing
+# meta/site_argument_spec.yml, and commit both.
+site-vars: setup
+	PYTHONPATH=$(abspath .collections) python -m ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec \
+	  --readme README.md
 
 clean:
 	rm -rf .build

@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_preflight import evaluate, probe_plan
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 _CONFIG_KEYS = ("head", "workers", "master_port", "nodes")
 
@@ -47,22 +48,31 @@ def cx7_link_evaluate(facts_results, config, probe_results=None, listen=None):
                     _plain(listen))
 
 
-def cx7_link_node_config(host_vars, defaults):
-    """One node's configured link from its inventory values, else the role's defaults:
-    ``{netdev, second_netdev, address, sysfs_root}``."""
-    host_vars = host_vars or {}
+def cx7_link_node_config(host_vars, explicit):
+    """One node's configured link: ``{netdev, second_netdev, address, sysfs_root}``.
 
-    def pick(names, default):
-        for name in names:
-            if name in host_vars and host_vars[name] is not None:
-                return host_vars[name]
-        return default
+    ``explicit`` holds the role's inputs (cx7_link_netdev, cx7_link_second_netdev,
+    cx7_link_sysfs_root); one that is set (not None) is used on every node, over the
+    node's own glm53_* value: an operator's -e is never silently overridden by the
+    inventory's ``glm53_link_netdev: auto``. Otherwise each node's own site value, else
+    the site default (meta/site_argument_spec.yml). The address is only ever the node's
+    glm53_link_address: it differs per node, so no role-wide input can stand for it.
+    """
+    host_vars = host_vars or {}
+    explicit = explicit or {}
+
+    def pick(key, site_name):
+        if explicit.get(key) is not None:
+            return explicit[key]
+        if site_name in host_vars and host_vars[site_name] is not None:
+            return host_vars[site_name]
+        return site_default(site_name)
 
     return {
-        "netdev": pick(("glm53_link_netdev",), defaults.get("netdev")) or "auto",
-        "second_netdev": pick(("glm53_link_second_netdev",), defaults.get("second_netdev")),
-        "address": pick(("cx7_link_address", "glm53_link_address"), "") or "",
-        "sysfs_root": pick(("glm53_sysfs_root",), defaults.get("sysfs_root")) or "/sys",
+        "netdev": pick("netdev", "glm53_link_netdev") or "auto",
+        "second_netdev": pick("second_netdev", "glm53_link_second_netdev"),
+        "address": pick("address", "glm53_link_address") or "",
+        "sysfs_root": pick("sysfs_root", "glm53_sysfs_root") or "/sys",
     }
 
 

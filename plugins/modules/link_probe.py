@@ -186,7 +186,7 @@ EXAMPLES = r"""
   async: 75
   poll: 0
   register: __glm53_listener
-  when: inventory_hostname == glm53_head
+  when: inventory_hostname == groups['spark_head'][0]
 
 - name: Connect from each worker to the head
   dgx_spark.glm53.link_probe:
@@ -195,7 +195,7 @@ EXAMPLES = r"""
       port: 29551
       timeout: 30
   register: __glm53_connect
-  when: inventory_hostname != glm53_head
+  when: inventory_hostname != groups['spark_head'][0]
 
 - name: Collect the listener
   ansible.builtin.async_status:
@@ -204,7 +204,7 @@ EXAMPLES = r"""
   until: __glm53_listen.finished
   retries: 75
   delay: 1
-  when: inventory_hostname == glm53_head
+  when: inventory_hostname == groups['spark_head'][0]
 """
 
 RETURN = r"""

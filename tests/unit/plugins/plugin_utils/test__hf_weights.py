@@ -3,19 +3,19 @@ refusal with numbers, and the facts the engine roles read."""
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._hf_weights import (
     force_list, held, input_errors, license_notice, select_models, space_errors, weights_facts)
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_defaults import site_default
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 TR3 = "brandonmusic/GLM-5.3-Flash-tr3-4bpw"
 DFLASH = "incoai/GLM-5.3-Flash-DFlash2"
 
 
 def test_drafter_is_left_out_until_its_license_is_accepted():
-    fetch, refused = select_models(site_default("models"), "tensorfold", accept_drafter=False)
+    fetch, refused = select_models(site_default("glm53_models"), "tensorfold", accept_drafter=False)
     assert [m["repo_id"] for m in fetch] == [TR3]
     assert [m["repo_id"] for m in refused] == [DFLASH]
-    fetch, refused = select_models(site_default("models"), "tensorfold", accept_drafter=True)
+    fetch, refused = select_models(site_default("glm53_models"), "tensorfold", accept_drafter=True)
     assert [m["repo_id"] for m in fetch] == [TR3, DFLASH] and refused == []
-    fetch, refused = select_models(site_default("models"), "vllm", accept_drafter=False)
+    fetch, refused = select_models(site_default("glm53_models"), "vllm", accept_drafter=False)
     assert [m["repo_id"] for m in fetch] == ["LibertAIDAI/GLM-5.3-Flash-NVFP4"] and refused == []
 
 
@@ -38,7 +38,7 @@ def test_input_errors_name_the_variable_and_the_value():
     ]
     assert input_errors("vllm", models, "mirror", "size") == [
         "hf_weights_models has no entry for path 'vllm' (it has: tensorfold)"]
-    assert input_errors("tensorfold", site_default("models"), "mirror", "sha256") == []
+    assert input_errors("tensorfold", site_default("glm53_models"), "mirror", "sha256") == []
 
 
 def entry(name, need, free, present=0, dev=7, mount="/home"):
