@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from sparklab.commands import LabError, run
-from sparklab.layout import LAB_ID_ENV, MAX_LABS
+from sparklab.layout import LAB, LAB_ID_ENV, MAX_LABS
 
 NETNS_DIR = Path("/run/netns")
 
@@ -104,6 +104,13 @@ def enter(number: int, argv: list[str]) -> None:
     if made:
         print(f"[lab] lab {number}: made " + ", ".join(made), file=sys.stderr, flush=True)
     env["DOCKER_HOST"] = f"unix:///run/glm53-lab-{number}/docker.sock"
+    # A HOME of its own: what the controller keeps there is per lab, since the addresses are
+    # the same - above all ssh's ControlPersist sockets (~/.ansible/cp, named by host, port
+    # and user), which would carry lab 1's Ansible to lab N's nodes, and the preflight
+    # reports (~/.cache/dgx_spark.glm53).
+    home = LAB / f".state-{number}" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
     nsenter = shutil.which("nsenter")
     if not nsenter:
         raise LabError("nsenter (util-linux) is missing: lab/host_tools.py install")

@@ -2,11 +2,13 @@
 ``pip_download_argv`` the role uses (pip's configured index), cached under
 tests/output/wheelhouse/ so reruns do not download again."""
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -68,17 +70,26 @@ def build_locked(arch, python_version, lock=ROLE_LOCK):
 
 
 def _download(arch, python_version, key, argv_for):
+    """Download once into CACHE/<arch>-py<X.Y>-<key>, under a lock: the unit tests (two
+    workers) and the lab tests (test_offline_venv) run side by side in `make test` and ask for
+    the same wheelhouse. A finished one is never removed or rewritten while another reads it."""
     dest = os.path.join(CACHE, "%s-py%s-%s" % (arch, python_version, key))
     if os.path.exists(os.path.join(dest, ".complete")):
         return dest
-    partial = dest + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    argv = argv_for(partial)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, "pip download failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
-    with open(os.path.join(partial, ".complete"), "w") as handle:
-        handle.write(" ".join(argv) + "\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    os.rename(partial, dest)
+    os.makedirs(CACHE, exist_ok=True)
+    with open(dest + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(os.path.join(dest, ".complete")):  # another process made it meanwhile
+            return dest
+        partial = tempfile.mkdtemp(prefix=os.path.basename(dest) + ".partial-", dir=CACHE)
+        try:
+            argv = argv_for(partial)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+            assert proc.returncode == 0, "pip download failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])
+            with open(os.path.join(partial, ".complete"), "w") as handle:
+                handle.write(" ".join(argv) + "\n")
+            shutil.rmtree(dest, ignore_errors=True)  # an unfinished one of a killed run, never a complete one
+            os.rename(partial, dest)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return dest
