@@ -2,11 +2,11 @@
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Private helpers for page_cache_evict. Not a public API.
+"""Private helpers for page_cache_evict: residency, eviction by posix_fadvise, and the run. Not a public API.
 
-Find the files to evict, measure how much of each sits in the page cache with
-cachestat(2) or mincore(2), and evict with posix_fadvise, /proc/sys/vm/drop_caches
-or a balloon of anonymous memory.
+Measure how much of each file sits in the page cache with cachestat(2) or
+mincore(2), evict with posix_fadvise, and run one eviction (evict), which finds
+the files with _page_cache_files and evicts globally with _page_cache_balloon.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,8 +18,6 @@ import errno
 import math
 import mmap
 import os
-import signal
-import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +26,18 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import (
     memory_summary,
     read_meminfo,
 )
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_balloon import (
+    BALLOON_MIN_KEEP_GIB,
+    DROP_CACHES_PATH,
+    balloon,
+    drop_caches,
+)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_errors import (
+    PageCacheError,
+)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_files import (
+    collect_targets,
+)
 
 METHODS = ("fadvise", "drop_caches", "balloon")
 PAGE_SIZE = mmap.PAGESIZE
@@ -35,36 +45,10 @@ PAGE_SIZE = mmap.PAGESIZE
 WINDOW = 1 << 30
 # Threads that measure and evict at once; past a few, the kernel's LRU locks serialise them.
 MAX_WORKERS = 4
-DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
 # cachestat is new enough to have the same number on every architecture.
 SYS_CACHESTAT = 451
-# The balloon looks at MemAvailable again after each chunk, so it overshoots its
-# floor by at most one chunk even when something else takes memory meanwhile.
-BALLOON_CHUNK = 64 << 20
-# Below this much headroom another balloon chunk is not worth a syscall round.
-BALLOON_MIN_CHUNK = 16 << 20
-BALLOON_MIN_KEEP_GIB = 2.0
-# The balloon process is the OOM killer's first choice, before sshd, dockerd or the module.
-BALLOON_OOM_SCORE_ADJ = 1000
-_PATTERN_SIZE = 16 << 20
 # mincore() sets bit 0 of each vector byte for a resident page; other bits are reserved.
 _LSB = bytes(bytearray(i & 1 for i in range(256)))
-
-
-class PageCacheError(Exception):
-    """Bad input or an eviction that cannot go ahead; the message is for the operator."""
-
-
-class Target(object):
-    """One real file to measure and evict."""
-
-    __slots__ = ("path", "size", "dev", "ino")
-
-    def __init__(self, path, size, dev, ino):
-        self.path = path
-        self.size = size
-        self.dev = dev
-        self.ino = ino
 
 
 # --- pure helpers -------------------------------------------------------------
@@ -85,18 +69,6 @@ def windows(size, window=WINDOW):
     return [(offset, min(window, size - offset)) for offset in range(0, size, window)]
 
 
-def balloon_chunk_size(mem_available, keep_bytes, budget_left,
-                       chunk=BALLOON_CHUNK, minimum=BALLOON_MIN_CHUNK, page_size=PAGE_SIZE):
-    """Size of the next balloon chunk, or 0 to stop.
-
-    ``budget_left`` caps the total at the headroom seen at the start, so a system
-    with swap (where MemAvailable may not fall as the balloon grows) cannot run away.
-    """
-    size = min(chunk, mem_available - keep_bytes, budget_left)
-    size -= size % page_size
-    return size if size >= minimum else 0
-
-
 def decide_changed(check_mode, method, paths_given, resident_before, resident_after,
                    cached_before, cached_after, balloon_room=0, advised_unmeasured=False):
     """``changed`` for a run: did (or would) resident bytes go down.
@@ -113,134 +85,6 @@ def decide_changed(check_mode, method, paths_given, resident_before, resident_af
     if paths_given:
         return resident_after < resident_before
     return cached_after < cached_before
-
-
-# --- finding the files ----------------------------------------------------------
-
-
-class _Collector(object):
-    """Walk named paths into distinct regular files.
-
-    Each named path is a root. A directory reached while walking, through a
-    symlink or as a mount point, is walked only if it stays inside the roots
-    (resolved) and, unless ``cross_filesystems``, on the file system of the root
-    it was reached from: a link to ``/`` or ``/usr`` in a model cache is not walked.
-    Links to files are followed wherever they lead (a Hugging Face snapshot holds
-    only links into ``blobs/``); each reaches one file.
-    """
-
-    def __init__(self, follow_symlinks, min_size, cross_filesystems, roots):
-        self.follow_symlinks = follow_symlinks
-        self.min_size = min_size
-        self.cross_filesystems = cross_filesystems
-        self.roots = roots
-        self.targets = []
-        self.skipped = []
-        self.missing = []
-        self.duplicates = 0
-        self.below_min_size = {"files": 0, "bytes": 0}
-        self._files = set()
-        self._dirs = set()
-
-    def skip(self, path, reason):
-        self.skipped.append({"path": path, "reason": reason})
-
-    def _stat(self, statfn, path, top, gone_reason, error_reason):
-        """stat or lstat ``path``; None (and the path recorded) when it cannot be."""
-        try:
-            return statfn(path)
-        except FileNotFoundError:
-            if top:
-                self.missing.append(path)
-            else:
-                self.skip(path, gone_reason)
-        except OSError as exc:
-            self.skip(path, "%s: %s" % (error_reason, exc.strerror))
-        return None
-
-    def _inside_roots(self, path):
-        real = os.path.realpath(path)
-        return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.roots)
-
-    def visit(self, path, root_dev=None):
-        """Visit ``path``; ``root_dev`` is None for a named path, else its root's device."""
-        top = root_dev is None
-        st = self._stat(os.lstat, path, top, "vanished", "cannot stat")
-        if st is None:
-            return
-        linked = stat.S_ISLNK(st.st_mode)
-        if linked:
-            # Paths named by the caller are always resolved (like find -H);
-            # follow_symlinks governs links met while walking.
-            if not (top or self.follow_symlinks):
-                self.skip(path, "symlink not followed: follow_symlinks is false")
-                return
-            st = self._stat(os.stat, path, top, "broken symlink", "cannot follow symlink")
-            if st is None:
-                return
-        if stat.S_ISREG(st.st_mode):
-            self._add_file(path, st)
-        elif stat.S_ISDIR(st.st_mode):
-            if top:
-                self._walk(path, st, st.st_dev)
-            elif linked and not self._inside_roots(path):
-                self.skip(path, "symlink to a directory outside paths: %s" % os.path.realpath(path))
-            elif st.st_dev != root_dev and not self.cross_filesystems:
-                self.skip(path, "on another file system: cross_filesystems is false")
-            else:
-                self._walk(path, st, root_dev)
-        else:
-            self.skip(path, "not a regular file")
-
-    def _add_file(self, path, st):
-        key = (st.st_dev, st.st_ino)
-        if key in self._files:
-            self.duplicates += 1
-            return
-        self._files.add(key)
-        if st.st_size < self.min_size:
-            self.below_min_size["files"] += 1
-            self.below_min_size["bytes"] += st.st_size
-            return
-        self.targets.append(Target(path, st.st_size, st.st_dev, st.st_ino))
-
-    def _walk(self, path, st, root_dev):
-        # Directory identity guards against symlink loops and repeated arguments.
-        key = (st.st_dev, st.st_ino)
-        if key in self._dirs:
-            return
-        self._dirs.add(key)
-        try:
-            names = sorted(os.listdir(path))
-        except FileNotFoundError:
-            self.skip(path, "vanished")
-            return
-        except OSError as exc:
-            self.skip(path, "unreadable directory: %s" % exc.strerror)
-            return
-        for name in names:
-            self.visit(os.path.join(path, name), root_dev)
-
-
-def collect_targets(paths, follow_symlinks=True, min_size=0, cross_filesystems=False):
-    """Walk ``paths`` into distinct regular files (by device and inode).
-
-    Returns a dict with ``targets`` (list of Target), ``missing`` (named paths that
-    do not exist), ``skipped`` ({path, reason} dicts), ``duplicates`` (files reached
-    more than once) and ``below_min_size`` ({files, bytes}).
-    """
-    paths = paths or []
-    roots = [os.path.realpath(path) for path in paths]
-    collector = _Collector(follow_symlinks, min_size, cross_filesystems, roots)
-    for path in paths:
-        collector.visit(path)
-    return {
-        "targets": collector.targets,
-        "missing": collector.missing,
-        "skipped": collector.skipped,
-        "duplicates": collector.duplicates,
-        "below_min_size": collector.below_min_size,
-    }
 
 
 # --- residency and eviction --------------------------------------------------------
@@ -462,105 +306,7 @@ def _remeasure(targets, handled):
         handled[index] = (handled[index][0], 0 if reason else now or 0)
 
 
-def drop_caches(path=DROP_CACHES_PATH):
-    """sync, then ask the kernel to drop clean page cache (1 = page cache only)."""
-    os.sync()
-    try:
-        with open(path, "w") as handle:
-            handle.write("1\n")
-    except OSError as exc:
-        raise PageCacheError("writing 1 to %s failed: %s" % (path, exc.strerror))
-
-
-def _touch(region, size, pattern):
-    """Write every page: untouched anonymous pages cost the kernel nothing."""
-    region.seek(0)
-    written = 0
-    while written < size:
-        piece = min(len(pattern), size - written)
-        region.write(memoryview(pattern)[:piece])
-        written += piece
-
-
-def _inflate(keep_bytes, read, report):
-    """Touch anonymous memory chunk by chunk until MemAvailable is down to ``keep_bytes``.
-
-    Runs in the balloon process; the memory goes back when that process exits.
-    """
-    budget = memory_summary(read())["mem_available"] - keep_bytes
-    pattern = b"\x01" * _PATTERN_SIZE
-    regions = []
-    touched = 0
-    while True:
-        size = balloon_chunk_size(memory_summary(read())["mem_available"], keep_bytes, budget - touched)
-        if not size:
-            return
-        try:
-            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
-        except (OSError, MemoryError):
-            return  # strict overcommit refused more: the balloon stops where it is
-        regions.append(region)
-        _touch(region, size, pattern)
-        touched += size
-        report(touched)
-
-
-def _balloon_process(writer, keep_bytes, read):
-    """Body of the forked balloon process: never returns."""
-    status = 0
-    try:
-        try:
-            with open("/proc/self/oom_score_adj", "w") as handle:
-                handle.write("%d\n" % BALLOON_OOM_SCORE_ADJ)
-        except OSError as exc:
-            raise PageCacheError(
-                "the balloon cannot make itself the OOM killer's first choice (writing %d to "
-                "/proc/self/oom_score_adj failed: %s), so it does not run: use method=fadvise or "
-                "method=drop_caches" % (BALLOON_OOM_SCORE_ADJ, exc.strerror))
-        _inflate(keep_bytes, read, lambda touched: os.write(writer, b"%d\n" % touched))
-    except BaseException as exc:  # anything, reported to the parent: this process must not return
-        status = 1
-        try:
-            os.write(writer, ("E %s\n" % " ".join(str(exc).split())).encode("utf-8", "replace"))
-        except OSError:
-            pass
-    finally:
-        os._exit(status)
-
-
-def balloon(keep_bytes, read=read_meminfo):
-    """Touch anonymous memory down to ``keep_bytes`` of MemAvailable, then free it.
-
-    The kernel must reclaim clean page cache (anyone's, root's included) to back
-    the pages. A forked process holds the balloon with oom_score_adj 1000, so if
-    memory runs out anyway the OOM killer takes the balloon and nothing else.
-    Returns (bytes touched, warning or None).
-    """
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(reader)
-        _balloon_process(writer, keep_bytes, read)
-    os.close(writer)
-    try:
-        with os.fdopen(reader, "rb") as progress:
-            lines = progress.read().decode("utf-8", "replace").splitlines()
-        _pid, status = os.waitpid(pid, 0)
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        raise
-    errors = [line[2:] for line in lines if line.startswith("E ")]
-    if errors:
-        raise PageCacheError(errors[0])
-    counts = [int(line) for line in lines if line.isdigit()]
-    touched = counts[-1] if counts else 0
-    if os.WIFSIGNALED(status):
-        return touched, (
-            "the balloon process (pid %d) was killed by signal %d after touching %d bytes: memory ran out "
-            "and the OOM killer took the balloon (oom_score_adj %d) as meant; its memory is free again"
-            % (pid, os.WTERMSIG(status), touched, BALLOON_OOM_SCORE_ADJ))
-    return touched, None
+# --- the run ---------------------------------------------------------------------
 
 
 def check_arguments(paths, method, min_size, keep_gib):

@@ -346,8 +346,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache import (
     METHODS,
-    PageCacheError,
     evict,
+)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_errors import (
+    PageCacheError,
 )
 
 

@@ -18,7 +18,10 @@ import tempfile
 import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache as pc
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache_balloon as pcb
+from ansible_collections.dgx_spark.glm53.plugins.module_utils import _page_cache_files as pcf
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import GIB, read_meminfo
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_errors import PageCacheError
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins import processes
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle import (
     MIB,
@@ -80,7 +83,7 @@ def run_unprivileged(func):
         os.setgid(NOBODY)
         os.setuid(NOBODY)
 
-    return processes.in_child(func, setup=drop_to_nobody, passes=(pc.PageCacheError,))
+    return processes.in_child(func, setup=drop_to_nobody, passes=(PageCacheError,))
 
 
 # --- pure helpers -------------------------------------------------------------------
@@ -117,7 +120,7 @@ def test_windows_cover_the_file(size, window, expected):
     (10 * GIB, 6 * GIB, 40 * MIB + 5, 40 * MIB),        # rounded down to whole pages
 ])
 def test_balloon_chunk_size(available, keep, budget, expected):
-    assert pc.balloon_chunk_size(available, keep, budget, page_size=4096) == expected
+    assert pcb.balloon_chunk_size(available, keep, budget, page_size=4096) == expected
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -307,7 +310,7 @@ def test_missing_path_fails_naming_it_before_evicting(scratch):
     warm(present)
     gone = os.path.join(scratch, "no-such-dir")
     look = Look([present])
-    with pytest.raises(pc.PageCacheError, match="no-such-dir"):
+    with pytest.raises(PageCacheError, match="no-such-dir"):
         pc.evict([present, gone])
     look.expect(resident(present), "what fincore sees after the refusal")
 
@@ -368,7 +371,7 @@ def test_links_to_the_root_or_usr_in_a_cache_are_not_walked(scratch):
     own = write_file(os.path.join(cache, "model.safetensors"), MIB)
     os.symlink("/", os.path.join(cache, "slash"))
     os.symlink("/usr", os.path.join(cache, "usr"))
-    found = pc.collect_targets([cache])
+    found = pcf.collect_targets([cache])
     # Walked, / or /usr would add their files (or skip entries of their own): only the two links are listed.
     assert [target.path for target in found["targets"]] == [own]
     assert found["skipped"] == [
@@ -473,20 +476,20 @@ def test_bad_input_is_refused_before_anything_is_evicted(scratch, kwargs, messag
     present = write_file(os.path.join(scratch, "present"), 2 * MIB)
     warm(present)
     look = Look([present])
-    with pytest.raises(pc.PageCacheError, match=message):
+    with pytest.raises(PageCacheError, match=message):
         pc.evict(**dict({"paths": [scratch]}, **kwargs))
     look.expect(resident(present), "what fincore sees after the refusal")
 
 
 def test_drop_caches_without_root_is_refused(scratch):
-    with pytest.raises(pc.PageCacheError, match="use method=fadvise .*become: true"):
+    with pytest.raises(PageCacheError, match="use method=fadvise .*become: true"):
         run_unprivileged(lambda: pc.evict([scratch], method="drop_caches"))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="drop_caches needs root")
 def test_drop_caches_as_root_empties_the_targets(scratch):
-    if not os.access(pc.DROP_CACHES_PATH, os.W_OK):
-        pytest.skip("%s is not writable here (read-only /proc/sys)" % pc.DROP_CACHES_PATH)
+    if not os.access(pcb.DROP_CACHES_PATH, os.W_OK):
+        pytest.skip("%s is not writable here (read-only /proc/sys)" % pcb.DROP_CACHES_PATH)
     path = write_file(os.path.join(scratch, "f"), 4 * MIB)
     warm(path)
     look = Look([path])
@@ -581,7 +584,8 @@ def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch, tmp_path, mon
     path = write_file(os.path.join(scratch, "f"), MIB)
     warm(path)
     memory = OwnMemory(tmp_path / "balloon.jsonl")
-    balloon = pc.balloon
+    balloon = pcb.balloon
+    # On _page_cache, not _page_cache_balloon: evict() looks the name up in the module that imports it.
     monkeypatch.setattr(pc, "balloon", lambda keep_bytes: balloon(keep_bytes, read=memory))
     room = 256 * MIB
     own = _own_oom_score_adj()
@@ -590,11 +594,11 @@ def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch, tmp_path, mon
 
     assert result["method"] == "balloon" and result["file_count"] == 1
     # Down to keep: the room less the balloon process's own memory, within one chunk; never past it.
-    assert room - pc.BALLOON_CHUNK < result["balloon_bytes"] <= room, result["balloon_bytes"]
+    assert room - pcb.BALLOON_CHUNK < result["balloon_bytes"] <= room, result["balloon_bytes"]
     seen = memory.seen()
     assert seen[-1]["held"] >= result["balloon_bytes"], seen  # touched, not only mapped
     # It was another process, the OOM killer's first choice; it is gone, and this one is as it was.
-    assert {(r["pid"], r["oom_score_adj"]) for r in seen} == {(seen[0]["pid"], pc.BALLOON_OOM_SCORE_ADJ)}
+    assert {(r["pid"], r["oom_score_adj"]) for r in seen} == {(seen[0]["pid"], pcb.BALLOON_OOM_SCORE_ADJ)}
     assert seen[0]["pid"] != os.getpid() and seen[0]["pid"] not in _children()
     assert _own_oom_score_adj() == own
 
@@ -605,29 +609,29 @@ def test_balloon_stops_at_its_floor_when_others_take_memory(tmp_path):
     room, taken = 512 * MIB, 192 * MIB
     memory = OwnMemory(tmp_path / "balloon.jsonl", others={3: taken})
     keep = BALLOON_BASE - room
-    touched, warning = pc.balloon(keep, read=memory)
+    touched, warning = pcb.balloon(keep, read=memory)
     assert warning is None
-    assert room - taken - pc.BALLOON_CHUNK < touched <= room - taken, touched
+    assert room - taken - pcb.BALLOON_CHUNK < touched <= room - taken, touched
     # MemAvailable never went below keep by more than what a chunk could not see coming.
     lowest = min(r["available"] for r in memory.seen())
-    assert lowest >= keep - pc.BALLOON_MIN_CHUNK, ((keep - lowest) / MIB, memory.seen())
+    assert lowest >= keep - pcb.BALLOON_MIN_CHUNK, ((keep - lowest) / MIB, memory.seen())
 
 
 def test_balloon_stops_at_its_starting_budget_when_others_free_memory(tmp_path):
     # Memory freed while it inflates does not make the balloon take more than the room it started with.
     room = 256 * MIB
     memory = OwnMemory(tmp_path / "balloon.jsonl", others={3: -GIB})
-    touched, warning = pc.balloon(BALLOON_BASE - room, read=memory)
+    touched, warning = pcb.balloon(BALLOON_BASE - room, read=memory)
     assert warning is None
-    assert room - pc.BALLOON_CHUNK < touched <= room, touched
+    assert room - pcb.BALLOON_CHUNK < touched <= room, touched
 
 
 def test_balloon_killed_by_the_oom_killer_is_a_warning_not_a_crash(tmp_path):
-    memory = OwnMemory(tmp_path / "balloon.jsonl", kill_at=2 * pc.BALLOON_CHUNK)
-    touched, warning = pc.balloon(BALLOON_BASE - GIB, read=memory)
+    memory = OwnMemory(tmp_path / "balloon.jsonl", kill_at=2 * pcb.BALLOON_CHUNK)
+    touched, warning = pcb.balloon(BALLOON_BASE - GIB, read=memory)
     pid = memory.seen()[0]["pid"]
     # Killed at the reading after its second chunk: it had reported two chunks.
-    assert touched == 2 * pc.BALLOON_CHUNK
+    assert touched == 2 * pcb.BALLOON_CHUNK
     assert warning == (
         "the balloon process (pid %d) was killed by signal 9 after touching %d bytes: memory ran out and the "
         "OOM killer took the balloon (oom_score_adj 1000) as meant; its memory is free again" % (pid, touched))
@@ -636,7 +640,7 @@ def test_balloon_killed_by_the_oom_killer_is_a_warning_not_a_crash(tmp_path):
 
 def test_balloon_check_mode_allocates_nothing():
     # Keep at the floor: the room is MemAvailable over 2 GiB, which any machine running these tests has.
-    result = pc.evict(method="balloon", keep_gib=pc.BALLOON_MIN_KEEP_GIB, check_mode=True)
+    result = pc.evict(method="balloon", keep_gib=pcb.BALLOON_MIN_KEEP_GIB, check_mode=True)
     assert result["balloon_bytes"] == 0
     assert result["changed"] is True  # there is room and there is cache
 
@@ -645,7 +649,7 @@ def test_balloon_with_no_room_does_nothing():
     # MemAvailable never exceeds MemTotal: keeping more than all of it leaves no room.
     result = pc.evict(method="balloon", keep_gib=read_meminfo()["MemTotal"] / GIB + 1)
     assert result["balloon_bytes"] == 0 and "warnings" not in result
-    assert pc.balloon(BALLOON_BASE, read=OwnMemory(os.devnull)) == (0, None)
+    assert pcb.balloon(BALLOON_BASE, read=OwnMemory(os.devnull)) == (0, None)
 
 
 def test_file_without_mmap_support_is_skipped_with_reason(monkeypatch):
