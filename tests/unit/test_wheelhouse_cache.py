@@ -21,13 +21,13 @@ def test_askers_at_once_share_one_download_and_never_see_it_incomplete(tmp_path,
 
     def ask():
         try:
-            dest = wheelhouse._download("x86_64", "3.11", "k", lambda partial: [sys.executable, "-c", FAKE_PIP,
-                                                                                 partial, str(runs)])
+            dest = wheelhouse._download("x86_64", "3.11", "k",
+                                        lambda partial: [sys.executable, "-c", FAKE_PIP, partial, str(runs)])
             seen.append(sorted(os.listdir(dest)))
         except Exception as exc:  # pylint: disable=broad-except  # reported below, with the others
             errors.append(exc)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
+    threads = [threading.Thread(target=ask) for _asker in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

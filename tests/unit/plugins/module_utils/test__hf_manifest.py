@@ -36,8 +36,6 @@ def test_empty_pattern_lists_mean_no_filter():
     assert hm.normalize_patterns(("a",)) == ["a"]
 
 
-
-
 # ------------------------------------------------------------------------ verification
 
 
@@ -175,5 +173,3 @@ def test_unusable_manifests_say_why(tree, tmp_path, change, expected):
     assert loaded is None and expected in problem
     path.write_text("{not json")
     assert hm.read_manifest(str(path), REPO, SHA)[1].startswith("not JSON")
-
-

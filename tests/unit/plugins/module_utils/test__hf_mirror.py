@@ -417,4 +417,3 @@ def test_explain_failure_of_a_timeout_and_of_a_missing_head_rsync():
     assert meaning == "it did not finish within 30s and was killed" and fix.startswith("rerun to resume")
     meaning, fix = hm.explain_failure({"rc": None, "error": "cannot run rsync: ENOENT", "stderr": ""}, "w")
     assert fix == "rsync is missing on the head: install rsync (apt install rsync)"
-

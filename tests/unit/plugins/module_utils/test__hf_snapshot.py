@@ -149,4 +149,3 @@ def test_partial_bytes_counts_only_this_runs_temporary_files(tmp_path):
     os.utime(str(old), (time.time() - 3600, time.time() - 3600))
     assert hs.partial_bytes(str(blobs), ["a" * 64, "c" * 64], time.time() - 60) == 110
     assert hs.partial_bytes(str(tmp_path / "none"), ["a" * 64], 0) == 0
-
