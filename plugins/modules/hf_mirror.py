@@ -302,6 +302,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror import 
     MirrorError,
     validate,
 )
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._module_exit import finish
 
 ARGUMENT_SPEC = dict(
     models=dict(type="list", elements="dict", required=True, options=dict(
@@ -330,19 +331,9 @@ def main():
     errors = validate(module.params)
     if errors:
         module.fail_json(msg="; ".join(errors))
-    result, error = None, None
-    try:
-        result = Mirror(module.params, module.get_bin_path("rsync"), check_mode=module.check_mode,
-                        setpriv=module.get_bin_path("setpriv")).run()
-    except MirrorError as exc:
-        error = str(exc)
-    # Outside the except block: ansible-core 2.19 records an exception being handled
-    # with the failure; a user error is the message alone.
-    if error is not None:
-        module.fail_json(msg=error)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+    rsync, setpriv = module.get_bin_path("rsync"), module.get_bin_path("setpriv")
+    finish(module, lambda: Mirror(module.params, rsync, check_mode=module.check_mode, setpriv=setpriv).run(),
+           MirrorError)
 
 
 if __name__ == "__main__":

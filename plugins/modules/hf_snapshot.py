@@ -265,6 +265,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import VERIFY_MODES
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_snapshot import SnapshotError, sync
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._module_exit import finish
 
 ARGUMENT_SPEC = dict(
     repo_id=dict(type="str", required=True),
@@ -284,18 +285,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    result, error = None, None
-    try:
-        result = sync(dict(module.params), check_mode=module.check_mode)
-    except SnapshotError as exc:
-        error, result = str(exc), exc.result
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    # Outside the except block: ansible-core 2.19 records an exception being handled
-    # with the failure; a user error is the message alone.
-    if error is not None:
-        module.fail_json(msg=error, **result)
-    module.exit_json(**result)
+    finish(module, lambda: sync(dict(module.params), check_mode=module.check_mode), SnapshotError)
 
 
 if __name__ == "__main__":

@@ -210,6 +210,7 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._module_exit import finish
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._venv import OfflineVenv, VenvError
 
 
@@ -228,27 +229,17 @@ def main():
                            required_one_of=[("requirements", "requirements_file")],
                            mutually_exclusive=[("requirements", "requirements_file")])
     params = module.params
-    result, error = None, None
     if params["timeout"] <= 0:
-        error = "timeout must be a positive number of seconds, got %d" % params["timeout"]
-    else:
-        try:
-            result = OfflineVenv(
-                path=params["path"],
-                requirements=params["requirements"],
-                requirements_file=params["requirements_file"],
-                wheelhouse=params["wheelhouse"],
-                python=params["python"],
-                timeout=params["timeout"],
-                check_mode=module.check_mode,
-            ).run()
-        except VenvError as exc:
-            error = str(exc)
-    # Outside the except block: ansible-core 2.19 records an exception being handled
-    # with the failure; a user error is the message alone.
-    if error is not None:
-        module.fail_json(msg=error)
-    module.exit_json(**result)
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % params["timeout"])
+    finish(module, lambda: OfflineVenv(
+        path=params["path"],
+        requirements=params["requirements"],
+        requirements_file=params["requirements_file"],
+        wheelhouse=params["wheelhouse"],
+        python=params["python"],
+        timeout=params["timeout"],
+        check_mode=module.check_mode,
+    ).run(), VenvError)
 
 
 if __name__ == "__main__":

@@ -344,6 +344,7 @@ elapsed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._module_exit import finish
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache import (
     METHODS,
     evict,
@@ -368,27 +369,16 @@ REQUIRED_IF = [("method", "fadvise", ["paths"])]
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     params = module.params
-    result, error = None, None
-    try:
-        result = evict(
-            paths=params["paths"],
-            method=params["method"],
-            follow_symlinks=params["follow_symlinks"],
-            cross_filesystems=params["cross_filesystems"],
-            min_size=params["min_size"],
-            keep_gib=params["keep_gib"],
-            missing=params["missing"],
-            check_mode=module.check_mode,
-        )
-    except PageCacheError as exc:
-        error = str(exc)
-    # Outside the except block: ansible-core 2.19 records an exception being handled
-    # with the failure; a user error is the message alone.
-    if error is not None:
-        module.fail_json(msg=error)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+    finish(module, lambda: evict(
+        paths=params["paths"],
+        method=params["method"],
+        follow_symlinks=params["follow_symlinks"],
+        cross_filesystems=params["cross_filesystems"],
+        min_size=params["min_size"],
+        keep_gib=params["keep_gib"],
+        missing=params["missing"],
+        check_mode=module.check_mode,
+    ), PageCacheError)
 
 
 if __name__ == "__main__":
