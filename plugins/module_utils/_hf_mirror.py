@@ -5,10 +5,11 @@
 """Private helpers of hf_mirror: copy verified Hugging Face snapshots from the head's cache to
 one worker's with rsync over ssh. Not a public API.
 
-The pure parts (file list from a manifest, stream balancing, rsync argv, parsing rsync's
-output, explaining its failures) are module-level functions; ``Mirror`` runs the passes:
-directories, a dry run of the blobs, the blobs in parallel streams, the snapshot symlinks,
-and the manifests last.
+The file set (from the manifests on the head) and its balancing over streams are module-level
+functions; ``Mirror`` runs the passes: directories, a dry run of the blobs, the blobs in
+parallel streams, the snapshot symlinks, and the manifests last. The options' checks live in
+``_hf_mirror_inputs``, rsync's command lines and the reading of its output in
+``_hf_mirror_rsync``.
 
 Every rsync runs through ``_writers.Writers``: recorded under the head's cache while it runs,
 and dying with the module where the head has ``setpriv`` (util-linux), so a run killed by
@@ -21,7 +22,6 @@ __metaclass__ = type
 
 import hashlib
 import os
-import posixpath
 import re
 import shlex
 import shutil
@@ -30,125 +30,41 @@ import threading
 import time
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import is_full_sha
 # The cache layout, manifest and progress file hf_snapshot writes (one definition each).
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import name_problem, repo_folder_name
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_cache import repo_folder_name
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_manifest import manifest_rel, read_manifest
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror_inputs import destination, link_address
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror_rsync import (
+    INSTALL_RSYNC,
+    IO_TIMEOUT,
+    RSYNC_MIN_VERSION,
+    changes,
+    disk_full,
+    explain_failure,
+    keepalive_options,
+    last_lines,
+    parse_items,
+    parse_progress2,
+    parse_stats,
+    parse_version,
+    rsync_argv,
+    sends,
+    ssh_command,
+)
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._progress_file import ProgressFile
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._writers import WriterError, Writers
 
-STREAMS_RANGE = (1, 16)
-DEFAULT_SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
-# Seconds without data before rsync gives up (--timeout; rsync passes it to the worker's rsync
-# too), and ssh's keepalive over about the same time: a dead link fails in well under a minute
-# instead of holding the copy until its deadline.
-IO_TIMEOUT = 30
-SERVER_ALIVE_COUNT = 3
 # The writers' record, under the head's hub directory: huggingface_hub's own .locks folder,
 # which its cache scan skips.
 RECORD_DIR = os.path.join(".locks", "dgx_spark.glm53")
-# --mkpath (create the worker's cache root when missing) needs rsync 3.2.3 on both ends.
-RSYNC_MIN_VERSION = (3, 2, 3)
 # Seconds of progress samples the rate in the progress file is measured over.
 RATE_WINDOW = 30.0
 # Seconds allowed for `rsync --version` and for `df` on the worker after a disk-full failure.
 PROBE_TIMEOUT = 30
-# Every item rsync changes is printed with this prefix, so it is found among progress and stats lines.
-ITEM_PREFIX = "GLM53-ITEM "
-OUT_FORMAT = "--out-format=" + ITEM_PREFIX + "%i %l %n"
-INSTALL_RSYNC = "install rsync (apt install rsync)"
-
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_TARGET = re.compile(r"^(?:[^@\s:/]+@)?(?:\[[0-9A-Fa-f:.%\w]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)$")
-_PROGRESS2 = re.compile(r"^\s*([\d,]+)\s+(\d+)%\s+\S+\s+\S+"
-                        r"(?:\s+\(xfr#(\d+),\s*(?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")
-_ITEM = re.compile(re.escape(ITEM_PREFIX) + r"(\S{2,11}) ([\d,]+) (.*)$")
-_STATS = {
-    "Number of regular files transferred": "files_transferred",
-    "Number of created files": "files_created",
-    "Total file size": "total_size",
-    "Total transferred file size": "transferred_size",
-    "Literal data": "literal_bytes",
-    "Matched data": "matched_bytes",
-    "Total bytes sent": "bytes_sent",
-    "Total bytes received": "bytes_received",
-}
-_STAT_LINE = re.compile(r"^(%s): ([\d,]+)" % "|".join(re.escape(key) for key in _STATS))
-_VERSION = re.compile(r"rsync\s+version\s+v?(\d+)\.(\d+)\.(\d+)")
-
-# What rsync's exit codes mean (rsync(1), EXIT VALUES).
-EXIT_CODES = {
-    1: "syntax or usage error",
-    2: "protocol incompatibility",
-    3: "errors selecting input/output files or directories",
-    4: "requested action not supported",
-    5: "error starting the client-server protocol",
-    10: "error in socket I/O",
-    11: "error in file I/O",
-    12: "error in the rsync protocol data stream (the connection or the remote rsync ended)",
-    13: "errors with program diagnostics",
-    14: "error in IPC code",
-    20: "received SIGUSR1 or SIGINT",
-    21: "some error returned by waitpid()",
-    22: "error allocating core memory buffers",
-    23: "partial transfer due to error",
-    24: "partial transfer due to vanished source files",
-    30: "timeout in data send/receive",
-    35: "timeout waiting for daemon connection",
-    127: "the remote command was not found",
-    255: "ssh failed (connection, authentication or host key)",
-}
-_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\(28\)|\(122\)")
-# rsync's --timeout, and ssh's ServerAlive giving up: the peer went silent.
-_STALLED = re.compile(r"io timeout after \d+ seconds|Timeout, server \S+ not responding")
-_REMOTE_MISSING = re.compile(r"remote command not found|rsync: (?:command )?not found")
 
 
 class MirrorError(Exception):
     """A failure to report to the user as it is."""
-
-
-# ----------------------------------------------------------------------------- inputs
-
-
-def remote_dir(dest):
-    """rsync's path for the worker's cache root: ``~`` and ``~/x`` become paths relative to the
-    remote user's home (rsync starts there), absolute paths stay. None for anything else."""
-    if not isinstance(dest, str) or "\n" in dest or "\0" in dest:
-        return None
-    if dest in ("~", "~/"):
-        return ""
-    if dest.startswith("~/"):
-        rel = posixpath.normpath(dest[2:])
-        return None if rel == ".." or rel.startswith("../") else ("" if rel == "." else rel)
-    if dest.startswith("/"):
-        return posixpath.normpath(dest)
-    return None
-
-
-def destination(target, dest):
-    """Where the hub directory goes: ``target:<dir>/hub/``, or a local path when ``target`` is empty."""
-    if not target:
-        return os.path.join(os.path.normpath(os.path.expanduser(dest)), "hub") + "/"
-    return "%s:%s/" % (target, posixpath.join(remote_dir(dest), "hub"))
-
-
-def ssh_command(options):
-    """The ``-e`` value: rsync splits it on spaces and honours quotes as a shell would."""
-    return " ".join(["ssh"] + [shlex.quote(str(option)) for option in options])
-
-
-def keepalive_options(io_timeout):
-    """ssh options that end a session whose peer stopped answering after about ``io_timeout``
-    seconds. Put after the user's options: ssh keeps the first value it is given."""
-    interval = max(1, -(-io_timeout // SERVER_ALIVE_COUNT))
-    return ["-o", "ServerAliveInterval=%d" % interval, "-o", "ServerAliveCountMax=%d" % SERVER_ALIVE_COUNT]
-
-
-def link_address(target):
-    """The address in ``user@address`` (brackets of an IPv6 literal removed)."""
-    host = target.rsplit("@", 1)[-1]
-    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 def record_base(hub_dir, target, dest):
@@ -156,49 +72,6 @@ def record_base(hub_dir, target, dest):
     slug = re.sub(r"[^A-Za-z0-9_.@-]", "_", target or "local")[:64]
     key = hashlib.sha1(("%s\0%s" % (target, dest)).encode("utf-8")).hexdigest()[:12]
     return os.path.join(hub_dir, RECORD_DIR, "mirror-%s-%s" % (slug, key))
-
-
-def validate(params):
-    """Every problem with the module's input, as messages naming the option; empty when fine."""
-    errors = []
-    models = params.get("models") or []
-    if not models:
-        errors.append("models must list at least one {repo_id, revision}")
-    seen = set()
-    for index, model in enumerate(models):
-        repo_id, revision = model.get("repo_id"), model.get("revision")
-        if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
-            errors.append("models[%d].repo_id must be a model repo id like org/name, got %r" % (index, repo_id))
-        if not is_full_sha(revision):
-            errors.append("models[%d].revision (%s) must be a full 40-hex commit sha (the snapshot hf_snapshot "
-                          "verified), got %r" % (index, repo_id, revision))
-        if (repo_id, revision) in seen:
-            errors.append("models[%d]: %s@%s is listed twice" % (index, repo_id, revision))
-        seen.add((repo_id, revision))
-    low, high = STREAMS_RANGE
-    if not low <= params.get("streams", 0) <= high:
-        errors.append("streams must be between %d and %d, got %s" % (low, high, params.get("streams")))
-    if not params.get("timeout") or params["timeout"] <= 0:
-        errors.append("timeout must be a positive number of seconds, got %s" % params.get("timeout"))
-    if params.get("io_timeout") is not None and params["io_timeout"] < 1:
-        errors.append("io_timeout must be at least 1 second, got %s" % params["io_timeout"])
-    if params.get("bwlimit") is not None and params["bwlimit"] < 1:
-        errors.append("bwlimit must be at least 1 KiB/s when given, got %s" % params["bwlimit"])
-    target = params.get("target") or ""
-    if target and (target.startswith("-") or not _TARGET.match(target)):
-        errors.append("target must be user@address (or address) of the worker, or '' for a local destination, "
-                      "got %r" % target)
-    dest = params.get("dest")
-    if remote_dir(dest) is None:
-        errors.append("dest must be an absolute path or start with ~/ (the worker user's home), got %r" % (dest,))
-    for index, option in enumerate(params.get("ssh_options") or []):
-        if not isinstance(option, str) or not option or "\n" in option:
-            errors.append("ssh_options[%d] must be a non-empty string, got %r" % (index, option))
-    for index, entry in enumerate(params.get("force") or []):
-        problem = name_problem(entry.get("name"))
-        if problem:
-            errors.append("force[%d]: %s" % (index, problem))
-    return errors
 
 
 # --------------------------------------------------------------------------- the file set
@@ -309,146 +182,6 @@ def balance(sizes, streams):
 
 # ------------------------------------------------------------------------------- rsync
 
-
-def rsync_argv(rsync, files_from, source, dest, ssh=None, dry_run=False, ignore_times=False, bwlimit=None,
-               progress=False, copy_links=False, io_timeout=None):
-    """One rsync run over a ``--files-from`` list. Never ``-z``: weights do not compress, and
-    the link is faster than the compressor. ``copy_links`` sends what a link points at (the
-    blob passes: a blob may be a link into huggingface_hub's shared store); ``io_timeout``
-    ends a run that moves no data for that many seconds."""
-    argv = [rsync, "-a", "--partial", "--inplace", "--mkpath", "--files-from=" + files_from, "--stats", OUT_FORMAT]
-    if copy_links:
-        argv.append("--copy-links")
-    if io_timeout:
-        argv.append("--timeout=%d" % io_timeout)
-    if progress:
-        argv.append("--info=progress2")
-    if dry_run:
-        argv.append("--dry-run")
-    if ignore_times:
-        argv.append("--ignore-times")
-    if bwlimit:
-        argv.append("--bwlimit=%d" % bwlimit)
-    if ssh:
-        argv += ["-e", ssh]
-    return argv + [source, dest]
-
-
-def _number(text):
-    return int(text.replace(",", ""))
-
-
-def _segments(text):
-    return re.split(r"[\r\n]", text or "")
-
-
-def parse_progress2(text):
-    """The ``--info=progress2`` records in rsync's output, oldest first: ``{bytes, percent,
-    files, to_check, total}`` (``files`` is ``xfr#``, the files transferred so far; the last three
-    are None on a line without the counters)."""
-    records = []
-    for segment in _segments(text):
-        match = _PROGRESS2.match(segment)
-        if match:
-            records.append({"bytes": _number(match.group(1)), "percent": int(match.group(2)),
-                            "files": int(match.group(3)) if match.group(3) else None,
-                            "to_check": int(match.group(4)) if match.group(4) else None,
-                            "total": int(match.group(5)) if match.group(5) else None})
-    return records
-
-
-def parse_items(text):
-    """What rsync changed (or would, with --dry-run): ``{flags, size, name}`` per item, flags as
-    ``--itemize-changes`` writes them (``>f+++++++++`` a file sent, ``cL+++++++++`` a link made)."""
-    items = []
-    for segment in _segments(text):
-        match = _ITEM.search(segment)
-        if match:
-            items.append({"flags": match.group(1), "size": _number(match.group(2)), "name": match.group(3)})
-    return items
-
-
-def parse_stats(text):
-    """The ``--stats`` figures as ints, e.g. ``transferred_size`` for "Total transferred file size"."""
-    stats = {}
-    for segment in _segments(text):
-        match = _STAT_LINE.match(segment.strip())
-        if match:
-            stats[_STATS[match.group(1)]] = _number(match.group(2))
-    return stats
-
-
-def parse_version(text):
-    match = _VERSION.search(text or "")
-    return tuple(int(part) for part in match.groups()) if match else None
-
-
-def sends(item):
-    """True when rsync sends the item's data: ``<`` to a remote worker, ``>`` to a local destination."""
-    return item["flags"][:1] in ("<", ">") and item["flags"][1:2] == "f"
-
-
-def changes(items):
-    """Items that change the worker: files sent, links made or replaced, file attributes; a
-    directory's time alone is not a change."""
-    return [item for item in items if len(item["flags"]) > 1 and item["flags"][1] != "d"
-            and item["flags"][0] in "<>ch."]
-
-
-def _tail(text, lines=6):
-    kept = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return " | ".join(kept[-lines:])
-
-
-def explain_failure(run, where, free=None, needed=None, address=None, io_timeout=None):
-    """``(meaning, fix)`` for a failed rsync run. ``where`` names the worker (or local directory);
-    ``free`` and ``needed`` are bytes free at the destination and still to send, when known;
-    ``address`` is the worker's link address and ``io_timeout`` rsync's --timeout."""
-    rc, stderr = run.get("rc"), run.get("stderr") or ""
-    if run.get("timed_out"):
-        return ("it did not finish within %gs and was killed" % run["timeout"],
-                "rerun to resume (what was sent is kept: --partial --inplace), or raise timeout")
-    if rc is None:
-        return (run.get("error") or "it could not be started", "rsync is missing on the head: " + INSTALL_RSYNC)
-    meaning = "exit %d: %s" % (rc, EXIT_CODES.get(rc, "unknown exit code"))
-    if "Failed to exec ssh" in stderr:
-        return meaning, "the OpenSSH client is missing on the head: install it (apt install openssh-client)"
-    if rc == 127 or _REMOTE_MISSING.search(stderr):
-        return meaning, "rsync is missing on the worker %s: %s" % (where, INSTALL_RSYNC)
-    if "unknown option" in stderr:
-        return meaning, ("rsync on the worker %s is too old (needs %s or later for --mkpath): upgrade rsync there"
-                         % (where, ".".join(str(part) for part in RSYNC_MIN_VERSION)))
-    if _DISK_FULL.search(stderr):
-        figures = [] if free is None else ["%d bytes free there now" % free]
-        figures += [] if needed is None else ["this copy sends %d bytes" % needed]
-        free_text = " (%s)" % ", ".join(figures) if figures else ""
-        return meaning, ("the worker's disk under the destination is full%s: free space there or choose another "
-                         "dest, then rerun (what was sent is kept)" % free_text)
-    if rc == 30 or _STALLED.search(stderr):
-        silent = "no data moved for %ss" % io_timeout if io_timeout else "the peer went silent"
-        return meaning, ("%s: the link to %s is down or the worker %s stopped answering: check the CX7 link on both "
-                         "nodes (ip link; the cx7_link preflight), then rerun to resume (what was sent is kept)"
-                         % (silent, address or where, where))
-    if rc == 255 or "ssh:" in stderr or "Permission denied (publickey" in stderr:
-        if "Host key verification failed" in stderr:
-            fix = "the head does not know the worker's host key: add it to the head user's known_hosts"
-        elif "Permission denied" in stderr:
-            fix = "the worker refused the head's ssh key: authorize the head user's key for that user on the worker"
-        else:
-            fix = ("the head cannot ssh to %s: check the CX7 link and the worker's address (the cx7_link preflight) "
-                   "and that sshd runs on the worker" % where)
-        return meaning, fix
-    if rc in (10, 12, 30):
-        return meaning, "the connection to the worker broke during the copy: rerun to resume (what was sent is kept)"
-    if rc == 24:
-        return meaning, "files changed on the head during the copy: rerun"
-    if rc in (11, 23) and "Permission denied" in stderr:
-        return meaning, "the worker user may not write the destination: fix the ownership of dest on the worker"
-    if rc in (11, 23):
-        return meaning, "a file could not be read on the head or written on the worker (see rsync's message)"
-    return meaning, "see rsync's message"
-
-
 # ----------------------------------------------------------------------------- progress
 
 
@@ -533,7 +266,7 @@ class Mirror(object):
         version = parse_version(run["stdout"])
         if run["rc"] != 0 or version is None:
             raise MirrorError("rsync on the head does not run (`%s`: %s): %s" % (
-                run["command"], run["error"] or _tail(run["stderr"]) or "rc %s" % run["rc"], INSTALL_RSYNC))
+                run["command"], run["error"] or last_lines(run["stderr"]) or "rc %s" % run["rc"], INSTALL_RSYNC))
         if version < RSYNC_MIN_VERSION:
             raise MirrorError("rsync %s on the head is too old: hf_mirror needs %s or later (--mkpath): upgrade rsync"
                               % (".".join(map(str, version)), ".".join(map(str, RSYNC_MIN_VERSION))))
@@ -576,11 +309,11 @@ class Mirror(object):
         return {"items": parse_items(run["stdout"]), "stats": parse_stats(run["stdout"])}
 
     def failure(self, run):
-        free = self.free_bytes() if _DISK_FULL.search(run.get("stderr") or "") else None
+        free = self.free_bytes() if disk_full(run.get("stderr")) else None
         meaning, fix = explain_failure(run, self.where, free, self.needed, address=self.address,
                                        io_timeout=self.io_timeout)
         return "copying to %s failed (%s): %s. rsync said: %s. Command: %s" % (
-            self.where, meaning, fix, _tail(run.get("stderr")) or "nothing", run["command"])
+            self.where, meaning, fix, last_lines(run.get("stderr")) or "nothing", run["command"])
 
     def free_bytes(self):
         """Free bytes where the hub directory goes on the worker, or None when df cannot tell."""

@@ -296,12 +296,8 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror import (
-    DEFAULT_SSH_OPTIONS,
-    Mirror,
-    MirrorError,
-    validate,
-)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror import Mirror, MirrorError
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._hf_mirror_inputs import DEFAULT_SSH_OPTIONS, validate
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._module_exit import finish
 
 ARGUMENT_SPEC = dict(
