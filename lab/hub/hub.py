@@ -83,6 +83,7 @@ class Hub:
         self.host = host
         self.port = port
         self.injected = hub_faults.Faults(rate_bps)  # bandwidth limit and connection drops
+        self.bucket = self.injected.bucket  # the shared limit every response body goes through
         self._log_fn = log
         specs = _repos.catalog(bench=bench, lfs_size=lfs_size)
         if repos is not None:
@@ -197,7 +198,7 @@ class Hub:
             "root": str(self.root),
             "url": self.url,
             "repos": {r.repo_id: r.sha for r in self.repos.values()},
-            "rate_bps": self.injected.bucket.rate,
+            "rate_bps": self.bucket.rate,
             "requests": len(self._requests),
         }
 

@@ -305,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away
 
     def _send_file(self, path: Path, start: int, stop: int, entry: dict) -> None:
-        bucket = self.hub.injected.bucket
+        bucket = self.hub.bucket
         with open(path, "rb") as fh:
             fh.seek(start)
             left = stop - start
