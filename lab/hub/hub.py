@@ -102,6 +102,7 @@ class Hub:
         self._server: HubServer | None = None
         self._thread: threading.Thread | None = None
         self.version = code_version()
+        self.root_inode: int | None = None  # set by prepare()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -109,6 +110,9 @@ class Hub:
         """Generate the repos (idempotent) without serving."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.repos = _repos.ensure(self.root, self.specs, log=self._log_fn)
+        # Which directory it serves, beyond its path: one removed and made again under a
+        # running hub (a checkout cloned anew at the same place) is not this hub's data.
+        self.root_inode = self.root.stat().st_ino
         return self
 
     def bind(self) -> "Hub":
@@ -196,6 +200,7 @@ class Hub:
             "version": self.version,
             "pid": os.getpid(),
             "root": str(self.root),
+            "root_inode": self.root_inode,
             "url": self.url,
             "repos": {r.repo_id: r.sha for r in self.repos.values()},
             "rate_bps": self.bucket.rate,

@@ -59,8 +59,16 @@ def hub_matches(answer: dict | None) -> bool:
         bool(answer)
         and answer.get("version") == version
         and answer.get("root") == str(HUB_DATA)
+        and answer.get("root_inode") == _inode(HUB_DATA)
         and ("glm53-lab/bench-1g" in answer.get("repos", {})) == bench
     )
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
 
 
 def stop_hub() -> bool:
