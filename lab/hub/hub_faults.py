@@ -43,7 +43,6 @@ class TokenBucket:
             time.sleep(wait)
 
 
-
 def check_faults(faults: dict) -> dict:
     """The faults of a POST /_lab/faults body, checked: {"drop": {name: {after_bytes, times,
     reset, done: 0}}} and/or {"rate_bps": N or None}, only the keys given; ValueError naming
@@ -117,4 +116,3 @@ class Faults:
                 drop["done"] += 1
                 return cut, drop["reset"]
         return None
-

@@ -379,4 +379,3 @@ def _parse_range(value: str, size: int):
     if start >= size or end <= start:
         return "unsatisfiable"
     return start, end
-

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import urllib.request
+from pathlib import Path
 
 from sparklab.commands import LabError, log
 from sparklab.daemons import pid_in, process_argv, start_server, stop_pid_file, wait_ready

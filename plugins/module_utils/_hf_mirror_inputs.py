@@ -92,4 +92,3 @@ def validate(params):
         if problem:
             errors.append("force[%d]: %s" % (index, problem))
     return errors
-

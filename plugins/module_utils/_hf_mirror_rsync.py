@@ -224,4 +224,3 @@ def explain_failure(run, where, free=None, needed=None, address=None, io_timeout
     if rc in (11, 23):
         return meaning, "a file could not be read on the head or written on the worker (see rsync's message)"
     return meaning, "see rsync's message"
-

@@ -71,7 +71,7 @@ def test_a_drop_cuts_its_file_the_times_asked_then_clear_restores_the_start():
 def test_every_time_drops_never_run_out():
     faults = hub_faults.Faults()
     faults.set({"drop": {"a.bin": {"after_bytes": 1, "times": None}}})
-    assert all(faults.claim_drop("r/x", "a.bin", 0, 9) == (1, False) for _ in range(5))
+    assert all(faults.claim_drop("r/x", "a.bin", 0, 9) == (1, False) for _attempt in range(5))
 
 
 def test_the_bucket_writes_about_fifty_chunks_a_second():

@@ -14,8 +14,6 @@ def params(**over):
     return base
 
 
-
-
 @pytest.mark.parametrize("dest, expected", [
     ("~/.cache/huggingface", ".cache/huggingface"),
     ("~/.cache/huggingface/", ".cache/huggingface"),

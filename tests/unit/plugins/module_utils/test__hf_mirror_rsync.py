@@ -240,4 +240,3 @@ def test_last_lines_joins_the_last_non_blank_lines():
     assert hr.last_lines("a\n\n  b  \nc\n", lines=2) == "b | c"
     assert hr.last_lines("\n".join(str(n) for n in range(10))) == "4 | 5 | 6 | 7 | 8 | 9"
     assert hr.last_lines(None) == "" and hr.last_lines("  \n") == ""
-
