@@ -175,7 +175,8 @@ def ensure_git_server(changes: list[str]) -> dict:
     if pid is not None and git_served(commits):
         return commits
     stop_git_server()
-    # The lab is one per machine: a daemon another checkout of the lab left on the address goes.
+    # One lab N per machine: a daemon another checkout of the lab left on the address (in this
+    # namespace, so of the same lab number) goes.
     for other in (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()):
         # Another lab's daemon (labs 2+, netns.py) holds the address in its own namespace.
         if is_lab_git_daemon(other, root=None) and same_netns(other):

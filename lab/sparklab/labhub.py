@@ -85,7 +85,7 @@ def ensure_hub(changes: list[str]) -> None:
     if pid is None and answer is not None:
         if not is_hub_process(answer.get("pid")):
             raise LabError(f"something that is not the lab hub answers at {HUB_URL}; stop it and rerun")
-        # Started by another checkout of the lab (the lab is one per machine): take it over.
+        # Started by another checkout of this lab number (one per machine): take it over.
         pid = answer["pid"]
         HUB_PID.write_text(f"{pid}\n")
     if pid and hub_matches(answer):
