@@ -21,6 +21,7 @@ cache = _mirror_tests.cache  # the fixture (overrides pytest's own `cache`, as i
 
 # Slow enough that a copy of the ~9 MiB fixture is still running when the test acts on it.
 BWLIMIT = 512  # KiB/s over all streams
+IO_TIMEOUT = 30  # hf_mirror's io_timeout default: rsync --timeout of these runs
 
 
 def streams_of(proc):
@@ -66,7 +67,10 @@ def test_a_killed_module_leaves_no_rsync_and_the_rerun_completes(cache):
     try:
         os.kill(module, signal.SIGKILL)
         finish(proc)
-        left = wait_until(lambda: not [pid for pid in first_run if alive(pid)], 10)
+        # The stream rsyncs die with the module (pdeathsig); the receiver each forks ends on the
+        # closed pipe, at the latest by rsync's own --timeout (the module's io_timeout): on a
+        # loaded machine that can take more than a few seconds.
+        left = wait_until(lambda: not [pid for pid in first_run if alive(pid)], IO_TIMEOUT + 10)
         assert left, "rsync of the killed run still running: %s" % [cmdline(p) for p in first_run if alive(p)]
         rc, result = run_module(args_for(cache))
         assert rc == 0, result
