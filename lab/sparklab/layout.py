@@ -21,25 +21,40 @@ LAB_ID_ENV = "GLM53_LAB_ID"
 MAX_LABS = 4
 
 
-def lab_id(value: int | str | None = None) -> int:
-    """`value`, else $GLM53_LAB_ID, else 1; checked to be 1..MAX_LABS."""
-    raw = os.environ.get(LAB_ID_ENV) or 1 if value is None else value
+def bounded(value, env: str, default: int, high: int, what: str, flag: str, note: str = "") -> int:
+    """`value`, else $`env`, else `default`, as a whole number checked to be 1..`high`."""
+    source = flag
+    if value is None:
+        value, source = os.environ.get(env) or default, env
     try:
-        number = int(raw)
+        number = int(value)
     except (TypeError, ValueError):
         number = 0
-    if not 1 <= number <= MAX_LABS:
-        raise LabError(f"{LAB_ID_ENV} / --lab: expected a lab number from 1 to {MAX_LABS}, found {raw!r}")
+    if not 1 <= number <= high:
+        raise LabError(f"{source}: expected {what} from 1 to {high}{note}, found {value!r}")
     return number
 
 
+def lab_id(value: int | str | None = None) -> int:
+    """`value`, else $GLM53_LAB_ID, else 1; checked to be 1..MAX_LABS."""
+    return bounded(value, LAB_ID_ENV, 1, MAX_LABS, "a lab number", "--lab")
+
+
+def state_dir(number: int) -> Path:
+    return LAB / (".state" if number == 1 else f".state-{number}")
+
+
+def engine_host(number: int) -> str:
+    """DOCKER_HOST of lab `number` > 1's own engine."""
+    return f"unix:///run/glm53-lab-{number}/docker.sock"
+
+
 LAB_ID = lab_id()
-STATE = LAB / (".state" if LAB_ID == 1 else f".state-{LAB_ID}")
-# Lab N > 1: its network namespace (/run/netns/<name>) and its engine's socket and roots.
-NETNS = f"glm53-lab-{LAB_ID}"
+STATE = state_dir(LAB_ID)
+# Lab N > 1: its engine's socket and roots (its network namespace: netns.py).
 ENGINE_RUN = Path(f"/run/glm53-lab-{LAB_ID}")
 ENGINE_DATA = Path(f"/var/lib/glm53-lab-{LAB_ID}")
-ENGINE_HOST = f"unix://{ENGINE_RUN}/docker.sock"
+ENGINE_HOST = engine_host(LAB_ID)
 # Lab 1's engine, where lab N > 1 takes its images from instead of building them again.
 FIRST_ENGINE_HOST = "unix:///var/run/docker.sock"
 KEY = STATE / "id_ed25519"
@@ -120,16 +135,7 @@ def lab_nodes(count: int) -> list[Node]:
 
 def node_count(nodes: int | str | None = None) -> int:
     """`nodes`, else $GLM53_LAB_NODES, else 2; checked to be 1..16."""
-    source = "--nodes"
-    if nodes is None:
-        nodes, source = os.environ.get(NODES_ENV) or DEFAULT_NODES, NODES_ENV
-    try:
-        count = int(nodes)
-    except (TypeError, ValueError):
-        count = 0
-    if not 1 <= count <= MAX_NODES:
-        raise LabError(f"{source}: expected a node count from 1 to {MAX_NODES} (one head, the rest workers), found {nodes!r}")
-    return count
+    return bounded(nodes, NODES_ENV, DEFAULT_NODES, MAX_NODES, "a node count", "--nodes", " (one head, the rest workers)")
 
 
 NODES = lab_nodes(DEFAULT_NODES)  # the default two-node lab

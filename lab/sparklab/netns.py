@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from sparklab.commands import LabError, run
-from sparklab.layout import LAB, LAB_ID_ENV, MAX_LABS
+from sparklab.layout import LAB_ID_ENV, MAX_LABS, engine_host, state_dir
 
 NETNS_DIR = Path("/run/netns")
 
@@ -103,12 +103,12 @@ def enter(number: int, argv: list[str]) -> None:
     made = ensure_netns(number)
     if made:
         print(f"[lab] lab {number}: made " + ", ".join(made), file=sys.stderr, flush=True)
-    env["DOCKER_HOST"] = f"unix:///run/glm53-lab-{number}/docker.sock"
+    env["DOCKER_HOST"] = engine_host(number)
     # A HOME of its own: what the controller keeps there is per lab, since the addresses are
     # the same - above all ssh's ControlPersist sockets (~/.ansible/cp, named by host, port
     # and user), which would carry lab 1's Ansible to lab N's nodes, and the preflight
     # reports (~/.cache/dgx_spark.glm53).
-    home = LAB / f".state-{number}" / "home"
+    home = state_dir(number) / "home"
     home.mkdir(parents=True, exist_ok=True)
     env["HOME"] = str(home)
     nsenter = shutil.which("nsenter")
