@@ -38,6 +38,8 @@ SHORTFALL_RE = re.compile(r"GLM53_TF_BATCH=([0-9]+): only ([0-9]+) sequence\(s\)
 ABSENT_RE = re.compile(r"no such (container|object)", re.IGNORECASE)
 # Docker's container name rule; anything else would be a flag or a shell word in the command.
 CONTAINER_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+CONTAINER_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
 EVICT_HINT = ("page cache counts as used at load on GB10, evict it before starting "
               "(dgx_spark.glm53.page_cache_evict), stop other workloads, then restart the ranks")
@@ -143,9 +145,13 @@ def model_ids(body):
 
 # --- ranks --------------------------------------------------------------------------------------
 
+# Id and Image tell the ranks a start just made from older ones (_rank_identity); State says how they run.
+INSPECT_FORMAT = '{"Id":{{json .Id}},"Image":{{json .Image}},"State":{{json .State}}}'
+
+
 def inspect_command(container):
-    """The shell command that prints a container's State as JSON."""
-    return "docker inspect --type container --format '{{json .State}}' %s" % shlex.quote(container)
+    """The shell command that prints a container's Id, Image and State as one JSON object."""
+    return "docker inspect --type container --format %s %s" % (shlex.quote(INSPECT_FORMAT), shlex.quote(container))
 
 
 def logs_command(container, tail=None):
@@ -157,7 +163,7 @@ def logs_command(container, tail=None):
 def rank_state(rc, stdout, stderr="", error=None, via_ssh=False):
     """Judge one ``docker inspect`` of a rank (run as inspect_command, over ssh when ``via_ssh``).
 
-    Returns ``{state, exit_code, oom_killed, error}`` where ``state`` is:
+    Returns ``{state, exit_code, oom_killed, error, id, image, started_at}`` where ``state`` is:
       running      State.Running is true
       created      created, not started yet (docker run between create and start)
       exited       stopped (exited, dead, removing) and not OOM-killed
@@ -165,9 +171,11 @@ def rank_state(rc, stdout, stderr="", error=None, via_ssh=False):
       absent       no container of that name
       unreachable  ssh itself failed (rc 255)
       unknown      the check could not tell (timed out, docker not answering, unreadable output)
-    ``error`` says why for the last three, else None.
+    ``error`` says why for the last three, else None. ``id`` and ``image`` (the container's and its
+    image's full ids) and ``started_at`` (State.StartedAt) are None when not inspected.
     """
-    out = {"state": "unknown", "exit_code": None, "oom_killed": None, "error": None}
+    out = {"state": "unknown", "exit_code": None, "oom_killed": None, "error": None,
+           "id": None, "image": None, "started_at": None}
     text = " ".join(((stderr or "") + " " + (stdout or "")).split())
     if error:  # timed out or could not be started
         out["error"] = error
@@ -184,6 +192,11 @@ def rank_state(rc, stdout, stderr="", error=None, via_ssh=False):
         state = json.loads(stdout)
     except ValueError:
         state = None
+    if isinstance(state, dict) and isinstance(state.get("State"), dict):
+        out["id"], out["image"] = state.get("Id"), state.get("Image")
+        state = state["State"]
+    if isinstance(state, dict):
+        out["started_at"] = state.get("StartedAt")
     if not isinstance(state, dict):
         out["error"] = "unexpected docker inspect output: %r" % short(stdout, 120)
         return out
@@ -450,6 +463,15 @@ def validate(params):
             errors.append("workers[%d].ssh must be user@host or host, got %r" % (index, target))
         if worker.get("container") is not None:
             errors.append(_name_error("workers[%d].container" % index, worker["container"]))
+    images = [("head_image", params.get("head_image"))] + [
+        ("workers[%d].image" % index, worker.get("image")) for index, worker in enumerate(params.get("workers") or [])]
+    for option, value in images:
+        if value is not None and not IMAGE_ID_RE.match(value):
+            errors.append("%s must be a full image id (sha256: and 64 hex digits, as docker image inspect -f "
+                          "'{{.Id}}' prints), got %r" % (option, value))
+    for value in params.get("previous_ids") or []:
+        if not CONTAINER_ID_RE.match(value):
+            errors.append("previous_ids must hold full container ids (64 hex digits), got %r" % value)
     if params.get("served_name") == "":
         errors.append("served_name must not be empty; leave it out to use the first id of /v1/models")
     return [error for error in errors if error]

@@ -24,6 +24,11 @@ from urllib.error import HTTPError, URLError
 from urllib.request import ProxyHandler, Request, build_opener
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import os_error, run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engine_activity import (
+    busy_verdict,
+    in_flight,
+    progress_total,
+)
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import (
     DEFAULT_HEAD_CONTAINER,
     absent_rank_reason,
@@ -40,6 +45,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import 
     tensorfold_verdict,
     vllm_verdict,
 )
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._rank_identity import identity_problems
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ssh import batch_options, run_ssh
 
 # Seconds: one HTTP request of a poll, one docker command (local or over ssh), ssh's connect.
@@ -157,7 +163,7 @@ class Waiter(object):
     """Poll until the engine is ready, a rank fails, the canary fails, or the timeout passes.
 
     ``run()`` returns ``(result, msg)``: ``result`` is ``{ready, slots, elapsed, health, models,
-    ranks, canary, reason}``, ``msg`` None when ready, else the message to fail with.
+    ranks, canary, reason, busy}``, ``msg`` None when ready, else the message to fail with.
     """
 
     def __init__(self, params, head_node=None, clock=time.monotonic, sleep=time.sleep):
@@ -169,6 +175,8 @@ class Waiter(object):
         if head is None:
             head = DEFAULT_HEAD_CONTAINER[self.mode]
         self.head = Rank(0, head_node or socket.gethostname(), head) if head else None
+        # The image id each rank must run (rank number -> id), when the caller knows it.
+        self.images = {0: params.get("head_image")} if params.get("head_image") else {}
         self.workers = []
         for index, worker in enumerate(params["workers"] or []):
             rank = index + 1
@@ -176,11 +184,13 @@ class Waiter(object):
                 "glm53-tf-r%d" % rank if self.mode == "tensorfold" else DEFAULT_HEAD_CONTAINER["vllm"])
             node = worker.get("node") or worker["ssh"].rsplit("@", 1)[-1]
             self.workers.append(Rank(rank, node, container, ssh=worker["ssh"], ssh_options=params["ssh_options"]))
+            if worker.get("image"):
+                self.images[rank] = worker["image"]
         self.started = None
         self.deadline = None
         self.last_worker_check = None
         self.state = {"ready": False, "slots": None, "elapsed": 0.0, "health": None, "models": None, "ranks": [],
-                      "canary": None, "reason": None}
+                      "canary": None, "reason": None, "busy": False}
 
     # Each call gets what is left of the wait, within its own bounds.
     def _left(self, cap, floor):
@@ -227,23 +237,54 @@ class Waiter(object):
         ranks = self.state["ranks"]
         served = self.params["served_name"]
         if self.mode == "vllm":
-            return vllm_verdict(ranks, health, models, served_name=served)
-        log_text = None
-        if self.head and self.head.last["state"] == "running" and not health["error"]:
-            log_text, error = self.head.log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
-            if error:
-                log_text = None
-        return tensorfold_verdict(ranks, health, models, self.params["slots"], log_text=log_text, served_name=served)
+            verdict = vllm_verdict(ranks, health, models, served_name=served)
+        else:
+            log_text = None
+            if self.head and self.head.last["state"] == "running" and not health["error"]:
+                log_text, error = self.head.log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
+                if error:
+                    log_text = None
+            verdict = tensorfold_verdict(ranks, health, models, self.params["slots"], log_text=log_text,
+                                         served_name=served)
+        return self._identity(verdict)
+
+    def _identity(self, verdict):
+        """Take readiness back from ranks a start did not make, or that run another image."""
+        problems = identity_problems(self.state["ranks"], previous_ids=self.params.get("previous_ids") or (),
+                                     images=self.images)
+        if not problems:
+            return verdict
+        # Final once no start is under way: the ranks that run now are the ones that will run.
+        return dict(verdict, ready=False, reason="; ".join(problems), final=True)
+
+    def _progress(self):
+        """The engine's progress counters now (None when /metrics has none)."""
+        answer = self._http("/metrics")
+        body = answer["body"] if answer["status"] == 200 else None
+        return progress_total(body if isinstance(body, str) else None, self.mode)
 
     def _canary(self):
         served = self.params["served_name"] or (self.state["models"] or [None])[0]
         timeout = self.params["canary_timeout"]
+        busy_ok = self.params.get("busy_ok") and in_flight(self.state["health"])
+        before = self._progress() if busy_ok else None
         started = self.clock()
         answer = self._http("/v1/chat/completions", payload=canary_payload(served, self.params["canary_max_tokens"]),
                             timeout=timeout)
         canary = canary_verdict(answer, self.clock() - started, timeout)
         self.state["canary"] = canary
-        return None if canary["ok"] else canary_failure_message(canary, self.mode)
+        if canary["ok"]:
+            return None
+        message = canary_failure_message(canary, self.mode)
+        if busy_ok and answer.get("timed_out"):
+            # Every slot may be taken: the canary waited its turn. Busy only if the engine got on with its work.
+            health = self._http("/health")
+            judged = busy_verdict(health["body"], before, self._progress())
+            self.state["busy"] = judged["busy"]
+            if judged["busy"]:
+                return None
+            message = "%s (%s)" % (message, judged["reason"])
+        return message
 
     def _finish(self, ready, reason=None, msg=None):
         self.state.update(ready=ready, reason=reason, elapsed=round(self.clock() - self.started, 3))
@@ -266,7 +307,7 @@ class Waiter(object):
                 return self._finish(False, reason=failure, msg=failure)
             self.state["slots"] = verdict["slots"]
             if self.params.get("start_finished"):
-                # Nothing is starting: a short slot count or a missing rank stays so.
+                # Nothing is starting: a short slot count, a missing rank or an old one stays so.
                 reason = verdict["reason"] if verdict.get("final") else absent_rank_reason(self.state["ranks"])
                 if reason:
                     return self._finish(False, reason=reason, msg="not ready: %s" % reason)

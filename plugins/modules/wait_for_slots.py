@@ -103,6 +103,9 @@ options:
       node:
         description: Name of the worker in messages and results. Defaults to the host part of O(workers[].ssh).
         type: str
+      image:
+        description: The full image id (C(sha256:...)) the worker's rank must run; see O(head_image).
+        type: str
   ssh_options:
     description:
       - Extra ssh arguments, placed before the module's C(-o BatchMode=yes -o ConnectTimeout=5) so they win
@@ -141,6 +144,28 @@ options:
     type: bool
     default: false
     aliases: [slots_final]
+  previous_ids:
+    description:
+      - Container ids of the ranks seen before a start. A rank whose container has one of them is the old
+        service, not one the start made, and is never called ready (with O(start_finished) it fails at once).
+        A start that did not replace the ranks - the kit's C(start) refuses while a CUDA process runs on a
+        node - otherwise leaves the old service answering every check.
+    type: list
+    elements: str
+    default: []
+  head_image:
+    description:
+      - The full image id (C(sha256:...)) rank 0 must run, for example the id of the image a build just made
+        on this node. A rank on another image is never called ready (with O(start_finished) it fails at once).
+    type: str
+  busy_ok:
+    description:
+      - A canary that gets no answer in O(canary_timeout) is not a failure when C(/health) shows requests in
+        flight and the engine's progress counters in C(/metrics) grew meanwhile - every slot is taken and the
+        canary waited its turn. Ready then, with RV(busy). For probing a service in production.
+      - In flight with no progress is what a tensor-parallel hang shows; that still fails.
+    type: bool
+    default: false
 requirements:
   - The C(docker) CLI usable by the connecting user without sudo on this node and on the workers, and the
     OpenSSH client on this node when O(workers) is not empty.
@@ -259,6 +284,18 @@ ranks:
       description: Why the state is V(absent), V(unreachable) or V(unknown), or why its log could not be read; else null.
       type: str
       sample: "ssh: connect to host spark-worker port 22: Connection timed out"
+    id:
+      description: The container's full id; null when not inspected.
+      type: str
+      sample: 3f2c9a0e5b7d41c2a8e6f0d9b1c3e5a7f9d2b4c6e8a0f1d3b5c7e9a1f3d5b7c9
+    image:
+      description: The full id of the image the container runs; null when not inspected.
+      type: str
+      sample: sha256:9b1c3e5a7f9d2b4c6e8a0f1d3b5c7e9a1f3d5b7c93f2c9a0e5b7d41c2a8e6f0d
+    started_at:
+      description: C(State.StartedAt); null when not inspected.
+      type: str
+      sample: "2026-12-01T09:12:01.512345678Z"
 canary:
   description: The canary's outcome; null when it did not run (O(canary=false), or not ready before it).
   returned: always
@@ -284,6 +321,12 @@ canary:
       description: What went wrong; null when RV(canary.ok).
       type: str
       sample: returned no tokens within 30 s
+busy:
+  description: With O(busy_ok), the canary got no answer because the engine was busy with other requests (it made
+    progress meanwhile); the service is judged ready without the canary.
+  returned: always
+  type: bool
+  sample: false
 reason:
   description: Null when ready; else the missing piece (the failure message without the timeout prefix).
   returned: always
@@ -307,6 +350,7 @@ ARGUMENT_SPEC = dict(
         ssh=dict(type="str", required=True),
         container=dict(type="str"),
         node=dict(type="str"),
+        image=dict(type="str"),
     )),
     ssh_options=dict(type="list", elements="str", default=[]),
     canary=dict(type="bool", default=True),
@@ -315,6 +359,9 @@ ARGUMENT_SPEC = dict(
     served_name=dict(type="str"),
     log_lines=dict(type="int", default=40),
     start_finished=dict(type="bool", default=False, aliases=["slots_final"]),
+    previous_ids=dict(type="list", elements="str", default=[]),
+    head_image=dict(type="str"),
+    busy_ok=dict(type="bool", default=False),
 )
 
 

@@ -68,6 +68,18 @@ def image_id(node, tag):
     return spark(node, f"docker image inspect -f '{{{{.Id}}}}' {tag}").stdout.strip()
 
 
+def rank_facts(node, name):
+    """What a rank container runs: its id, start time, image id and environment."""
+    run = spark(node, f"docker inspect -f '{{{{json .}}}}' {name}")
+    facts = json.loads(run.stdout)
+    env = dict(item.split("=", 1) for item in facts["Config"]["Env"] if "=" in item)
+    return {"id": facts["Id"], "started": facts["State"]["StartedAt"], "image": facts["Image"], "env": env}
+
+
+def both_rank_facts():
+    return rank_facts(HEAD, "glm53-tf-r0"), rank_facts(WORKER, "glm53-tf-r1")
+
+
 @pytest.fixture(scope="module")
 def deployed(lab):
     """One cold deploy for the module (the weights come from the lab hub)."""
@@ -115,6 +127,23 @@ def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
     assert values["MODEL_PATH"].startswith("/root/.cache/huggingface/hub/models--brandonmusic--GLM-5.3-Flash-tr3-4bpw/")
 
 
+def test_a_changed_setting_restarts_both_ranks_onto_it(deployed, run_playbook):
+    """The ranks are CUDA processes nvidia-smi lists (as on a GB10), so the kit's start refuses
+    while they run: a new prod.env value must reach them through a restart of both ranks."""
+    before = both_rank_facts()
+    assert before[0]["env"]["GLM53_TF_STATS"] == "summary"
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_STATS": "full"}),
+                       ident="changed-setting")
+    assert run.changed_total > 0
+    after = both_rank_facts()
+    for node, old, new in zip((HEAD, WORKER), before, after):
+        assert new["id"] != old["id"] and new["started"] > old["started"], f"{node}: rank not restarted"
+        assert new["env"]["GLM53_TF_STATS"] == "full", f"{node}: the rank runs the old setting"
+        assert new["image"] == image_id(node, "glm53-tensorfold:lp9001")
+    assert api("/health")["ok"] is True and slots_in_log() == "8 request slot(s)"
+    # The next run (the logprobs test's) puts the profile's value back, with another restart.
+
+
 def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_playbook):
     # Thinking off: logprobs cover answer tokens only (patch 9001), never reasoning.
     ask = {"model": "glm-5.3-flash", "max_tokens": 8, "logprobs": True, "top_logprobs": 2,
@@ -141,6 +170,8 @@ def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(dep
         after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
         assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
         assert ranks() != before and run.changed_total > 0
+        # Both ranks run the image just built on their node, not the one they ran before.
+        assert [facts["image"] for facts in both_rank_facts()] == list(after_ids)
     finally:
         run_playbook(SITE, tags=ROLES, extravars=TF, ident="profile-back")
 

@@ -78,6 +78,9 @@ class Engine(object):
         self.chats = []
         self.health_asked = 0
         self.release = threading.Event()
+        # /metrics text, or a function of how many times /metrics was asked that returns it.
+        self.metrics = None
+        self.metrics_asked = 0
 
 
 def make_handler(engine):
@@ -104,6 +107,10 @@ def make_handler(engine):
                 self._send(health(engine.health_asked) if callable(health) else health)
             elif self.path in ("/v1/models", "/models"):
                 self._send(engine.models)
+            elif self.path == "/metrics" and engine.metrics is not None:
+                engine.metrics_asked += 1
+                text = engine.metrics(engine.metrics_asked) if callable(engine.metrics) else engine.metrics
+                self._send((200, text))
             else:
                 self._send((404, {"error": "not found"}))
 
@@ -257,6 +264,51 @@ def test_silent_hang_fails_fast_naming_the_canary(engine):
     assert_documented_keys(result)
 
 
+# --- busy, not wedged (a rerun probe of a service in use) ---------------------------------------
+
+def busy_health(inflight=8):
+    return dict(W18_HEALTH, inflight=inflight, oldest_s=41.5, idle_s=None)
+
+
+def tokens_metrics(total):
+    return ("# HELP tensorfold_completion_tokens_total Completion tokens.\n"
+            "# TYPE tensorfold_completion_tokens_total counter\n"
+            'tensorfold_completion_tokens_total{model="%s"} %d\n' % (TF_NAME, total))
+
+
+def test_every_slot_busy_is_ready_when_the_engine_makes_progress(engine):
+    # 8 requests hold the 8 slots: the canary waits its turn and gets nothing in its time.
+    engine.health = (200, busy_health())
+    engine.chat = None
+    engine.metrics = lambda asked: tokens_metrics(1000 + 500 * asked)
+    rc, result, output, wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=1, canary_timeout=2,
+                                               busy_ok=True))
+    assert rc == 0, output
+    assert result["ready"] is True and result["busy"] is True and result["reason"] is None
+    assert "no tokens within 2 s" in result["canary"]["error"] and engine.metrics_asked == 2
+    assert 2 <= wall < 30
+
+
+def test_in_flight_without_progress_is_wedged_even_with_busy_ok(engine):
+    engine.health = (200, busy_health(inflight=3))
+    engine.chat = None
+    engine.metrics = tokens_metrics(1000)
+    rc, result, output, _wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=1, canary_timeout=2,
+                                                busy_ok=True))
+    assert rc != 0, output
+    assert result["ready"] is False and result["busy"] is False
+    assert "wedged" in result["msg"] and "3 request(s) in flight and no token" in result["msg"]
+
+
+def test_without_busy_ok_a_busy_engine_fails_its_canary(engine):
+    engine.health = (200, busy_health())
+    engine.chat = None
+    engine.metrics = lambda asked: tokens_metrics(1000 + 500 * asked)
+    rc, result, output, _wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=1, canary_timeout=2))
+    assert rc != 0, output
+    assert result["busy"] is False and engine.metrics_asked == 0
+
+
 def test_nothing_listening_names_the_url():
     with Reserved() as reserved:  # bound, not listening: refused, and nobody else can listen there meanwhile
         port = reserved.port
@@ -316,6 +368,8 @@ def test_vllm_not_ready_while_health_is_not_200(engine):
     ({"interval": 10, "timeout": 5}, "interval (10 s) must not exceed timeout (5 s)"),
     ({"mode": "sglang"}, "value of mode must be one of: tensorfold, vllm, got: sglang"),
     ({"workers": [{"container": "glm53-tf-r1"}]}, "missing required arguments: ssh found in workers"),
+    ({"head_image": "glm53-tensorfold:lp9001"}, "head_image must be a full image id (sha256: and 64 hex digits"),
+    ({"previous_ids": ["3f2c9a0e5b7d"]}, "previous_ids must hold full container ids (64 hex digits), got '3f2c9a0e5b7d'"),
 ])
 def test_bad_options_fail_clearly_without_waiting(engine, args, message):
     rc, result, output, _wall = run_module(dict(NO_CONTAINERS, url=engine.url, **args))
