@@ -31,6 +31,8 @@ SESSIONS = "/home/spark/.cache/glm53-tf/sessions"
 API = "http://127.0.0.1:8000"
 STATE = "/home/spark/.local/state/glm53-tf-prod"
 START_TIMEOUT = 300  # tensorfold_start_timeout for the failing starts (the default is 1800)
+# lab/inventory's own overrides (a lab-sized memory gate): a test's overrides add to them.
+LAB_OVERRIDES = {"MEM_GATE_GIB": 1}
 
 
 def spark(node, script, check=True):
@@ -132,8 +134,8 @@ def test_a_changed_setting_restarts_both_ranks_onto_it(deployed, run_playbook):
     while they run: a new prod.env value must reach them through a restart of both ranks."""
     before = both_rank_facts()
     assert before[0]["env"]["GLM53_TF_STATS"] == "summary"
-    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_STATS": "full"}),
-                       ident="changed-setting")
+    changed = dict(TF, tensorfold_env_overrides=dict(LAB_OVERRIDES, GLM53_TF_STATS="full"))
+    run = run_playbook(SITE, tags=ROLES, extravars=changed, ident="changed-setting")
     assert run.changed_total > 0
     after = both_rank_facts()
     for node, old, new in zip((HEAD, WORKER), before, after):
@@ -178,7 +180,7 @@ def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(dep
 
 def test_unknown_override_fails_before_any_change(deployed, run_playbook):
     before = ranks()
-    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides={"GLM53_TF_BACH": 4}),
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides=dict(LAB_OVERRIDES, GLM53_TF_BACH=4)),
                        expect_success=False)
     run.assert_failed()
     assert "unknown key 'GLM53_TF_BACH' (did you mean GLM53_TF_BATCH" in run.stdout
