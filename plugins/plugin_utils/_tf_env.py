@@ -15,6 +15,8 @@ import re
 import shlex
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate as contract_problems
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _api_endpoint
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 OVERRIDES_VAR = "tensorfold_env_overrides"
 
@@ -33,6 +35,9 @@ SITE_SOURCES = {
     "MODEL_PATH": "the hf_weights facts: choose the weights in the hf_weights role",
     "DRAFTER": "the hf_weights facts: choose or refuse the drafter in the hf_weights role",
     "IMAGE": "the tensorfold role: set tensorfold_image",
+    "HOST": "the site values: set glm53_api_bind (an address of the head; non-loopback exposes the API, which has "
+            "no authentication)",
+    "PORT": "the site values: set glm53_api_port (the role probes the API there)",
 }
 SITE_KEYS = tuple(sorted(SITE_SOURCES))
 
@@ -225,8 +230,9 @@ def check_overrides(overrides, known_keys):
     An unknown key fails with the closest known names. A GLM53_TF_* or NCCL_* key that is
     not known is accepted (new engine knobs reach the ranks by prefix) unless it is within
     edit distance 2 of a known key: then it is taken for a typo (add a real new knob that
-    close to an existing one to ``known_keys``). Site keys and serve.sh's run-time variables
-    are refused; values must be a string, number or boolean on one line.
+    close to an existing one to ``known_keys``). Site keys (HOST and PORT among them:
+    glm53_api_bind, glm53_api_port) and serve.sh's run-time variables are refused; values must
+    be a string, number or boolean on one line.
     """
     if overrides is None:
         return []
@@ -349,14 +355,16 @@ def _hf_dir(facts, node, weights):
     return facts
 
 
-def site_env(cluster, weights, image, head=None, worker=None):
-    """The site's values for prod.env from the cluster contract and the hf_weights facts.
+def site_env(cluster, weights, image, head=None, worker=None, api_bind=None, api_port=None):
+    """The site's values for prod.env from the cluster contract, the hf_weights facts and the
+    site values glm53_api_bind / glm53_api_port (HOST, PORT).
 
     ``cluster``: the contract (head, workers, ssh_user, master_port, nodes{node: {link_address,
     env{NCCL_SOCKET_IFNAME, NCCL_IB_HCA}}}). ``weights``: the hf_weights facts (``model_path``,
     ``drafter_path`` container paths, '' = drafter refused; optionally ``nodes{node: {hf_cache_dir}}``).
     ``head``/``worker``: that node's hf_weights facts (a dict with ``hf_cache_dir``, optionally
-    ``model_path``) or its HF cache path; None = ``weights.nodes[node]``.
+    ``model_path``) or its HF cache path; None = ``weights.nodes[node]``. ``api_bind``/``api_port``:
+    the head's glm53_api_bind and glm53_api_port; None = the site contract's default (its only one).
     Returns ``(site, errors)``; errors are strings, nothing is raised for bad input.
     """
     errors = []
@@ -436,4 +444,13 @@ def site_env(cluster, weights, image, head=None, worker=None):
         errors.append("tensorfold: no image name (tensorfold_image)")
     else:
         site["IMAGE"] = str(image)
+
+    # Checked here too: a role run on its own never went through playbooks/path.yml.
+    api_bind = site_default(_api_endpoint.BIND_VAR) if api_bind is None else api_bind
+    api_port = site_default(_api_endpoint.PORT_VAR) if api_port is None else api_port
+    wrong = _api_endpoint.problems(api_bind, api_port)
+    if wrong:
+        errors += wrong
+    else:
+        site.update(_api_endpoint.env(api_bind, api_port))
     return site, errors
