@@ -16,6 +16,7 @@ import shlex
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate as contract_problems
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _api_endpoint
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._nccl_env import problems as nccl_problems
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 OVERRIDES_VAR = "tensorfold_env_overrides"
@@ -72,10 +73,14 @@ ENGINE_KEYS = (
 INTERNAL_KEYS = ("CONFIG", "FORCE_DROP", "IMAGE_ID", "STATE_DIR", "GLM53_TF_LOCKED", "GLM53_TF_IMAGE_ID",
                  "GLM53_TF_LAUNCH_T0", "GLM53_TF_PREPARED", "RANK", "MASTER")
 
-# Families passed through to the ranks by prefix (GLM53_TF_* always, NCCL_* with NCCL_PASSTHROUGH=1):
-# a new name is accepted unless it is a near miss (edit distance <= 2) of a known one.
-OPEN_PREFIXES = ("GLM53_TF_", "NCCL_")
+# Engine knobs reach the ranks by prefix (serve.sh passes every GLM53_TF_*): a new name is
+# accepted unless it is a near miss (edit distance <= 2) of a known one.
+OPEN_PREFIXES = ("GLM53_TF_",)
 NEAR_MISS = 2
+# NCCL_* reach the ranks with NCCL_PASSTHROUGH=1 and are judged against the names NCCL
+# documents (_nccl_env), except serve.sh's own NCCL_ switch.
+NCCL_PREFIX = "NCCL_"
+SERVE_NCCL_KEYS = tuple(key for key in SERVE_KEYS if key.startswith(NCCL_PREFIX))
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGN = re.compile(r"^(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
@@ -227,12 +232,13 @@ def _unknown(key, known):
 def check_overrides(overrides, known_keys):
     """Errors in the operator's overrides, one string each, before anything is written.
 
-    An unknown key fails with the closest known names. A GLM53_TF_* or NCCL_* key that is
-    not known is accepted (new engine knobs reach the ranks by prefix) unless it is within
-    edit distance 2 of a known key: then it is taken for a typo (add a real new knob that
-    close to an existing one to ``known_keys``). Site keys (HOST and PORT among them:
-    glm53_api_bind, glm53_api_port) and serve.sh's run-time variables are refused; values must
-    be a string, number or boolean on one line.
+    An unknown key fails with the closest known names. A GLM53_TF_* key that is not known is
+    accepted (new engine knobs reach the ranks by prefix) unless it is within edit distance 2
+    of a known key: then it is taken for a typo (add a real new knob that close to an
+    existing one to ``known_keys``). An NCCL_* key must be a name NCCL documents (or serve.sh's
+    NCCL_PASSTHROUGH). Site keys (HOST and PORT among them: glm53_api_bind, glm53_api_port) and
+    serve.sh's run-time variables are refused; values must be a string, number or boolean on
+    one line.
     """
     if overrides is None:
         return []
@@ -252,7 +258,11 @@ def check_overrides(overrides, known_keys):
         if key in INTERNAL_KEYS:
             errors.append("%s: %s is set by serve.sh itself at run time; it cannot be configured" % (OVERRIDES_VAR, key))
             continue
-        unknown = _unknown(key, known)
+        # NCCL's own names are judged against NCCL's list only: a documented NCCL_IB_TC is no typo of NCCL_IB_HCA.
+        if key.startswith(NCCL_PREFIX):
+            unknown = "; ".join(nccl_problems([key], OVERRIDES_VAR, SERVE_NCCL_KEYS))
+        else:
+            unknown = _unknown(key, known)
         if unknown:
             errors.append(unknown)
             continue

@@ -258,6 +258,21 @@ def test_host_and_port_in_the_overrides_point_to_the_site_values():
         "values: set glm53_api_port (the role probes the API there)"]
 
 
+def test_nccl_keys_must_be_names_nccl_documents():
+    assert tf.check_overrides({"NCCL_IB_GID_INDX": 3}, known()) == [
+        "tensorfold_env_overrides: NCCL_IB_GID_INDX is not an NCCL variable NCCL documents (did you mean "
+        "NCCL_IB_GID_INDEX?); NCCL ignores a name it does not know, so the setting would do nothing"]
+    assert tf_filter.tensorfold_env_errors({"NCCL_NOT_A_THING": 1}, EXAMPLE) == [
+        "tensorfold_env_overrides: NCCL_NOT_A_THING is not an NCCL variable NCCL documents (NCCL 2.32's environment "
+        "variables); if your NCCL build reads it, add it to ALSO_NAMED in plugins/plugin_utils/_nccl_env.py with "
+        "where it is read"]
+    # Documented names pass although one is two edits from a known key (NCCL_IB_TC, NCCL_IB_HCA), and so does
+    # serve.sh's own NCCL_PASSTHROUGH; the site's NCCL keys stay the site's.
+    assert tf.check_overrides({"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO", "NCCL_IB_GID_INDEX": 3,
+                               "NCCL_PASSTHROUGH": 1}, known()) == []
+    assert "NCCL_IB_HCA is supplied by the site" in tf.check_overrides({"NCCL_IB_HCA": "x"}, known())[0]
+
+
 def test_run_time_variables_of_serve_sh_are_refused():
     assert tf.check_overrides({"GLM53_TF_LOCKED": 1}, known()) == [
         "tensorfold_env_overrides: GLM53_TF_LOCKED is set by serve.sh itself at run time; it cannot be configured"]
