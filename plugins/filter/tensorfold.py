@@ -2,7 +2,8 @@
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters behind the tensorfold role: the kit's config/prod.env from the profile's
-prod-c8.env.example. Thin wrappers: the logic lives in plugins/plugin_utils/_tf_env.py."""
+prod-c8.env.example, and where the role probes the API. Thin wrappers: the logic lives in
+plugins/plugin_utils/_tf_env.py and _api_endpoint.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +14,7 @@ import shlex
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_state, input_label
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
@@ -49,10 +51,20 @@ def _site(site):
     return site, []
 
 
-def tensorfold_env_site(cluster, weights, image, head=None, worker=None):
-    """The site's prod.env values from the cluster contract and the hf_weights facts: ``{env, errors}``."""
-    env, errors = site_env(_plain(cluster), _plain(weights), image, head=_plain(head), worker=_plain(worker))
+def tensorfold_env_site(cluster, weights, image, head=None, worker=None, api_bind=None, api_port=None):
+    """The site's prod.env values from the cluster contract, the hf_weights facts and the head's
+    API bind address and port (HOST, PORT): ``{env, errors}``."""
+    env, errors = site_env(_plain(cluster), _plain(weights), image, head=_plain(head), worker=_plain(worker),
+                           api_bind=_plain(api_bind), api_port=_plain(api_port))
     return {"env": env, "errors": errors}
+
+
+def tensorfold_api_url(api_bind, api_port):
+    """``http://host:port`` where the head reaches its API (loopback for a wildcard bind)."""
+    try:
+        return probe_url(_plain(api_bind), _plain(api_port))
+    except ValueError as exc:
+        raise AnsibleFilterError("tensorfold_api_url: %s" % exc)
 
 
 def tensorfold_env_errors(overrides, example_text, site=None):
@@ -111,6 +123,7 @@ class FilterModule(object):
             "tensorfold_env_site": tensorfold_env_site,
             "tensorfold_env_errors": tensorfold_env_errors,
             "tensorfold_env_render": tensorfold_env_render,
+            "tensorfold_api_url": tensorfold_api_url,
             "tensorfold_image_state": tensorfold_image_state,
             "tensorfold_image_inputs": tensorfold_image_inputs,
             "tensorfold_start_failure": tensorfold_start_failure,

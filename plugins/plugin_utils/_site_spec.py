@@ -23,12 +23,23 @@ import yaml
 
 from ansible.module_utils.common.collections import is_sequence
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import (
+    BIND_VAR,
+    PORT_VAR,
+    bind_problem,
+    port_problem,
+)
+
 SPEC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "meta", "site_argument_spec.yml")
 SPEC_NAME = "site"
 BEGIN = "<!-- site-vars: begin (generated from meta/site_argument_spec.yml by `make site-vars`; do not edit) -->"
 END = "<!-- site-vars: end -->"
 
 _CACHE = {}
+
+# Site values whose meaning no type says (an address literal, a port range): their own check,
+# the one the tensorfold role runs too, in place of the type check.
+VALUE_CHECKS = {BIND_VAR: bind_problem, PORT_VAR: port_problem}
 
 
 def load(path=SPEC_PATH):
@@ -96,10 +107,16 @@ def _strict(name, value, spec, out, secret=False):
 
 def type_errors(values, path=SPEC_PATH):
     """``["glm53_link_netdev: expected a string, found list [...]", ...]`` for the site variables in ``values`` (a
-    host's variables) whose type is not the spec's, without converting anything."""
+    host's variables) whose type is not the spec's, without converting anything; and for those in VALUE_CHECKS,
+    whatever their own check refuses (``glm53_api_port: true`` is an int to Python, but no port)."""
     out = []
     for name, spec in sorted(options(path).items()):
-        if name in values:
+        if name not in values:
+            continue
+        if name in VALUE_CHECKS:
+            problem = VALUE_CHECKS[name](values[name])
+            out += [problem] if problem else []
+        else:
             _strict(name, values[name], spec, out, secret=bool(spec.get("no_log")))
     return out
 

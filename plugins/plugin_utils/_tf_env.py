@@ -15,6 +15,9 @@ import re
 import shlex
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate as contract_problems
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _api_endpoint
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._nccl_env import problems as nccl_problems
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 OVERRIDES_VAR = "tensorfold_env_overrides"
 
@@ -33,6 +36,9 @@ SITE_SOURCES = {
     "MODEL_PATH": "the hf_weights facts: choose the weights in the hf_weights role",
     "DRAFTER": "the hf_weights facts: choose or refuse the drafter in the hf_weights role",
     "IMAGE": "the tensorfold role: set tensorfold_image",
+    "HOST": "the site values: set glm53_api_bind (an address of the head; non-loopback exposes the API, which has "
+            "no authentication)",
+    "PORT": "the site values: set glm53_api_port (the role probes the API there)",
 }
 SITE_KEYS = tuple(sorted(SITE_SOURCES))
 
@@ -67,10 +73,14 @@ ENGINE_KEYS = (
 INTERNAL_KEYS = ("CONFIG", "FORCE_DROP", "IMAGE_ID", "STATE_DIR", "GLM53_TF_LOCKED", "GLM53_TF_IMAGE_ID",
                  "GLM53_TF_LAUNCH_T0", "GLM53_TF_PREPARED", "RANK", "MASTER")
 
-# Families passed through to the ranks by prefix (GLM53_TF_* always, NCCL_* with NCCL_PASSTHROUGH=1):
-# a new name is accepted unless it is a near miss (edit distance <= 2) of a known one.
-OPEN_PREFIXES = ("GLM53_TF_", "NCCL_")
+# Engine knobs reach the ranks by prefix (serve.sh passes every GLM53_TF_*): a new name is
+# accepted unless it is a near miss (edit distance <= 2) of a known one.
+OPEN_PREFIXES = ("GLM53_TF_",)
 NEAR_MISS = 2
+# NCCL_* reach the ranks with NCCL_PASSTHROUGH=1 and are judged against the names NCCL
+# documents (_nccl_env), except serve.sh's own NCCL_ switch.
+NCCL_PREFIX = "NCCL_"
+SERVE_NCCL_KEYS = tuple(key for key in SERVE_KEYS if key.startswith(NCCL_PREFIX))
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGN = re.compile(r"^(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
@@ -222,11 +232,13 @@ def _unknown(key, known):
 def check_overrides(overrides, known_keys):
     """Errors in the operator's overrides, one string each, before anything is written.
 
-    An unknown key fails with the closest known names. A GLM53_TF_* or NCCL_* key that is
-    not known is accepted (new engine knobs reach the ranks by prefix) unless it is within
-    edit distance 2 of a known key: then it is taken for a typo (add a real new knob that
-    close to an existing one to ``known_keys``). Site keys and serve.sh's run-time variables
-    are refused; values must be a string, number or boolean on one line.
+    An unknown key fails with the closest known names. A GLM53_TF_* key that is not known is
+    accepted (new engine knobs reach the ranks by prefix) unless it is within edit distance 2
+    of a known key: then it is taken for a typo (add a real new knob that close to an
+    existing one to ``known_keys``). An NCCL_* key must be a name NCCL documents (or serve.sh's
+    NCCL_PASSTHROUGH). Site keys (HOST and PORT among them: glm53_api_bind, glm53_api_port) and
+    serve.sh's run-time variables are refused; values must be a string, number or boolean on
+    one line.
     """
     if overrides is None:
         return []
@@ -246,7 +258,11 @@ def check_overrides(overrides, known_keys):
         if key in INTERNAL_KEYS:
             errors.append("%s: %s is set by serve.sh itself at run time; it cannot be configured" % (OVERRIDES_VAR, key))
             continue
-        unknown = _unknown(key, known)
+        # NCCL's own names are judged against NCCL's list only: a documented NCCL_IB_TC is no typo of NCCL_IB_HCA.
+        if key.startswith(NCCL_PREFIX):
+            unknown = "; ".join(nccl_problems([key], OVERRIDES_VAR, SERVE_NCCL_KEYS))
+        else:
+            unknown = _unknown(key, known)
         if unknown:
             errors.append(unknown)
             continue
@@ -349,14 +365,16 @@ def _hf_dir(facts, node, weights):
     return facts
 
 
-def site_env(cluster, weights, image, head=None, worker=None):
-    """The site's values for prod.env from the cluster contract and the hf_weights facts.
+def site_env(cluster, weights, image, head=None, worker=None, api_bind=None, api_port=None):
+    """The site's values for prod.env from the cluster contract, the hf_weights facts and the
+    site values glm53_api_bind / glm53_api_port (HOST, PORT).
 
     ``cluster``: the contract (head, workers, ssh_user, master_port, nodes{node: {link_address,
     env{NCCL_SOCKET_IFNAME, NCCL_IB_HCA}}}). ``weights``: the hf_weights facts (``model_path``,
     ``drafter_path`` container paths, '' = drafter refused; optionally ``nodes{node: {hf_cache_dir}}``).
     ``head``/``worker``: that node's hf_weights facts (a dict with ``hf_cache_dir``, optionally
-    ``model_path``) or its HF cache path; None = ``weights.nodes[node]``.
+    ``model_path``) or its HF cache path; None = ``weights.nodes[node]``. ``api_bind``/``api_port``:
+    the head's glm53_api_bind and glm53_api_port; None = the site contract's default (its only one).
     Returns ``(site, errors)``; errors are strings, nothing is raised for bad input.
     """
     errors = []
@@ -436,4 +454,13 @@ def site_env(cluster, weights, image, head=None, worker=None):
         errors.append("tensorfold: no image name (tensorfold_image)")
     else:
         site["IMAGE"] = str(image)
+
+    # Checked here too: a role run on its own never went through playbooks/path.yml.
+    api_bind = site_default(_api_endpoint.BIND_VAR) if api_bind is None else api_bind
+    api_port = site_default(_api_endpoint.PORT_VAR) if api_port is None else api_port
+    wrong = _api_endpoint.problems(api_bind, api_port)
+    if wrong:
+        errors += wrong
+    else:
+        site.update(_api_endpoint.env(api_bind, api_port))
     return site, errors

@@ -116,11 +116,23 @@ def test_site_default_returns_independent_copies_and_names_the_known():
     ({"glm53_models": {"vllm": [{"repo_id": "a/b", "revision": "0" * 40, "drafter": "yes"}]}},
      "glm53_models.vllm[0].drafter: expected true or false, found str"),
     ({"glm53_hf_token": ["hf_secret"]}, "glm53_hf_token: expected a string, found list (value hidden)"),
+    # An address and a port range are more than a type: their own checks (plugin_utils/_api_endpoint.py).
+    ({"glm53_api_bind": "spark-head"}, 'glm53_api_bind: expected an IPv4 or IPv6 address literal, found str '
+                                       '"spark-head" (a host name'),
+    ({"glm53_api_port": True}, "glm53_api_port: expected a whole number from 1024 to 65535, found bool true"),
+    ({"glm53_api_port": 80}, "glm53_api_port: expected a whole number from 1024 to 65535, found int 80"),
+    ({"glm53_api_port": 65536}, "glm53_api_port: expected a whole number from 1024 to 65535, found int 65536"),
 ])
 def test_type_errors_refuse_what_ansible_would_convert(values, says):
     errors = _site_spec.type_errors(values, SPEC)
     assert len(errors) == 1 and errors[0].startswith(says), errors
     assert "hf_secret" not in errors[0]
+
+
+@pytest.mark.parametrize("values", [{"glm53_api_bind": "10.0.0.5"}, {"glm53_api_bind": "::"},
+                                    {"glm53_api_port": 1024}, {"glm53_api_port": 65535}])
+def test_api_bind_and_port_in_range_pass(values):
+    assert _site_spec.type_errors(values, SPEC) == []
 
 
 def test_readme_site_table_is_the_rendered_one():

@@ -66,6 +66,11 @@ def test_a_list_for_a_nodes_link_netdev_is_refused_naming_variable_node_and_fix(
     (["-e", json.dumps({"glm53_disk_need_bytes": {"VLLM": {"checkpoint": 5}}})],
      "glm53_disk_need_bytes.VLLM. Supported parameters include: tensorfold, vllm"),
     (["-e", "glm53_path=TensorFold"], "glm53_path must be one of: tensorfold, vllm, got: TensorFold"),
+    # Ansible's own validation takes true for an int; the site contract's check does not.
+    (["-e", json.dumps({"glm53_api_port": True})],
+     "glm53_api_port: expected a whole number from 1024 to 65535, found bool true; fix: set glm53_api_port"),
+    (["-e", "glm53_api_bind=spark-head"],
+     "glm53_api_bind: expected an IPv4 or IPv6 address literal, found str"),
 ])
 def test_a_bad_site_value_given_with_e_is_refused_on_every_node(tmp_path, extra, says):
     proc, out = run(tmp_path, PATH_PLAYBOOK, *extra)
@@ -125,3 +130,53 @@ def test_the_contract_is_found_when_path_yml_is_imported_from_another_directory(
     proc, out = run(tmp_path, top, host_vars={"spark-head": "glm53_sysfs_root: [/sys]\n"})
     assert proc.returncode != 0
     assert "spark-head: 1 site variable(s) do not match the site contract: glm53_sysfs_root: expected a string" in out
+
+
+TF_API = """\
+- name: Template the tensorfold role's API values as the role does, with no node contacted
+  hosts: sparks
+  gather_facts: false
+  tasks:
+    - name: The role's defaults and internals
+      ansible.builtin.include_vars:
+        file: "{{ item }}"
+      loop: ["%(role)s/defaults/main.yml", "%(role)s/vars/main.yml"]
+    - name: Print where the role probes the API and prod.env's HOST and PORT
+      ansible.builtin.debug:
+        msg: "TF_API={{ {'url': _tensorfold_api, 'env': _tensorfold_site_env.env,
+          'errors': _tensorfold_site_env.errors} | to_json }}"
+"""
+CLUSTER = {"schema": 1, "path": "tensorfold", "head": "spark-head", "workers": ["spark-worker"],
+           "master_address": "198.18.1.10", "master_port": 29551, "ssh_user": "spark",
+           "nodes": {name: {"rank": rank, "role": role, "link_address": address, "netdev": "enp1s0f1np1",
+                            "env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}
+                     for rank, (name, role, address) in enumerate((("spark-head", "head", "198.18.1.10"),
+                                                                   ("spark-worker", "worker", "198.18.1.11")))}}
+
+
+def tf_api(tmp_path, host_vars=None):
+    playbook = tmp_path / "tf_api.yml"
+    playbook.write_text(TF_API % {"role": os.path.join(ROOT, "roles", "tensorfold")})
+    proc, out = run(tmp_path, playbook, "-e", json.dumps({"glm53_cluster": CLUSTER}), host_vars=host_vars)
+    assert proc.returncode == 0, out
+    # One line per host (`ok: [node] => msg: 'TF_API={...}'`); the include_vars items print `ok: [node]` too.
+    return {host: json.loads(found) for host, found in re.findall(r"ok: \[([a-z-]+)\] => msg: 'TF_API=(\{.*?\})'",
+                                                                  out)}
+
+
+def test_the_role_probes_where_the_head_binds_and_writes_the_same_host_and_port(tmp_path):
+    # The head's values count on every node; the worker's own are not the API's.
+    seen = tf_api(tmp_path, host_vars={"spark-head": "glm53_api_bind: 0.0.0.0\nglm53_api_port: 9000\n",
+                                       "spark-worker": "glm53_api_bind: 10.9.9.9\nglm53_api_port: 9100\n"})
+    assert sorted(seen) == ["spark-head", "spark-worker"]
+    for node, got in seen.items():
+        # (No hf_weights facts here: only the weights' errors, none about the API.)
+        assert [error for error in got["errors"] if "glm53_api" in error] == [], (node, got)
+        assert got["url"] == "http://127.0.0.1:9000", node
+        assert (got["env"]["HOST"], got["env"]["PORT"]) == ("0.0.0.0", "9000"), node
+
+
+def test_without_site_values_the_role_uses_the_contracts_defaults(tmp_path):
+    got = tf_api(tmp_path)["spark-head"]
+    assert got["url"] == "http://127.0.0.1:8000"
+    assert (got["env"]["HOST"], got["env"]["PORT"]) == ("127.0.0.1", "8000")

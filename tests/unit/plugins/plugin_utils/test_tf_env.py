@@ -117,7 +117,7 @@ def test_the_example_explains_itself_and_the_header_comes_first(tmp_path):
 
 def test_overrides_are_applied_and_marked(tmp_path):
     overrides = {"GLM53_TF_BATCH": 4, "GLM53_TF_VISION": True, "GLM53_TF_MULTI_PREFILL": False,
-                 "GLM53_TF_BATCH_ADMIT_GB": 0.5, "HOST": "0.0.0.0", "PORT": 8080,
+                 "GLM53_TF_BATCH_ADMIT_GB": 0.5, "CONTEXT": 262144, "MAX_TOKENS": 8192,
                  "GLM53_TF_HEALTH": "strict", "START_ATTEMPTS": 2, "GLM53_TF_BATCH_PIECE": 8192}
     assert tf.check_overrides(overrides, tf.all_known_keys(tf.parse_env(EXAMPLE))) == []
     text = tf.render_env(EXAMPLE, SITE, overrides, "generated for a test")
@@ -125,11 +125,11 @@ def test_overrides_are_applied_and_marked(tmp_path):
     assert got["GLM53_TF_BATCH"] == "4"
     assert got["GLM53_TF_VISION"] == "1" and got["GLM53_TF_MULTI_PREFILL"] == "0"
     assert got["GLM53_TF_BATCH_ADMIT_GB"] == "0.5"
-    assert got["HOST"] == "0.0.0.0" and got["PORT"] == "8080"
+    assert got["CONTEXT"] == "262144" and got["MAX_TOKENS"] == "8192"
     assert got["GLM53_TF_HEALTH"] == "strict" and got["START_ATTEMPTS"] == "2"
     assert assignments(text, "GLM53_TF_BATCH_PIECE") == ["GLM53_TF_BATCH_PIECE=8192"]
     assert "# GLM53_TF_BATCH: overridden by tensorfold_env_overrides (shipped: 8)" in text
-    assert "# HOST: overridden by tensorfold_env_overrides (shipped: 127.0.0.1)" in text
+    assert "# CONTEXT: overridden by tensorfold_env_overrides (shipped: 1048576)" in text
     shipped = bash_source(EXAMPLE, tmp_path)
     for key in set(shipped) - set(overrides) - set(SITE):
         assert got[key] == shipped[key], key
@@ -238,7 +238,7 @@ def test_new_engine_knobs_pass_unless_they_look_like_a_typo():
     ("NCCL_SOCKET_IFNAME", "glm53_link_netdev"), ("NCCL_IB_HCA", "glm53_link_second_netdev"),
     ("MASTER_PORT", "cx7_link_master_port_tensorfold"), ("HEAD_HF", "glm53_hf_cache_dir"),
     ("WORKER_HF", "glm53_hf_cache_dir"), ("MODEL_PATH", "hf_weights"), ("DRAFTER", "hf_weights"),
-    ("IMAGE", "tensorfold_image"),
+    ("IMAGE", "tensorfold_image"), ("HOST", "glm53_api_bind"), ("PORT", "glm53_api_port"),
 ])
 def test_site_keys_cannot_be_overridden(key, change):
     errors = tf.check_overrides({key: "x"}, known())
@@ -248,19 +248,44 @@ def test_site_keys_cannot_be_overridden(key, change):
     assert change in errors[0]
 
 
+def test_host_and_port_in_the_overrides_point_to_the_site_values():
+    # One setting, specified once: before, PORT here moved the engine and the role's probe separately.
+    assert tf_filter.tensorfold_env_errors({"HOST": "0.0.0.0", "PORT": 9000}, EXAMPLE) == [
+        "tensorfold_env_overrides: HOST is supplied by the site and cannot be overridden; it comes from the site "
+        "values: set glm53_api_bind (an address of the head; non-loopback exposes the API, which has no "
+        "authentication)",
+        "tensorfold_env_overrides: PORT is supplied by the site and cannot be overridden; it comes from the site "
+        "values: set glm53_api_port (the role probes the API there)"]
+
+
+def test_nccl_keys_must_be_names_nccl_documents():
+    assert tf.check_overrides({"NCCL_IB_GID_INDX": 3}, known()) == [
+        "tensorfold_env_overrides: NCCL_IB_GID_INDX is not an NCCL variable NCCL documents (did you mean "
+        "NCCL_IB_GID_INDEX?); NCCL ignores a name it does not know, so the setting would do nothing"]
+    assert tf_filter.tensorfold_env_errors({"NCCL_NOT_A_THING": 1}, EXAMPLE) == [
+        "tensorfold_env_overrides: NCCL_NOT_A_THING is not an NCCL variable NCCL documents (NCCL 2.32's environment "
+        "variables); if your NCCL build reads it, add it to ALSO_NAMED in plugins/plugin_utils/_nccl_env.py with "
+        "where it is read"]
+    # Documented names pass although one is two edits from a known key (NCCL_IB_TC, NCCL_IB_HCA), and so does
+    # serve.sh's own NCCL_PASSTHROUGH; the site's NCCL keys stay the site's.
+    assert tf.check_overrides({"NCCL_IB_TC": 106, "NCCL_DEBUG": "INFO", "NCCL_IB_GID_INDEX": 3,
+                               "NCCL_PASSTHROUGH": 1}, known()) == []
+    assert "NCCL_IB_HCA is supplied by the site" in tf.check_overrides({"NCCL_IB_HCA": "x"}, known())[0]
+
+
 def test_run_time_variables_of_serve_sh_are_refused():
     assert tf.check_overrides({"GLM53_TF_LOCKED": 1}, known()) == [
         "tensorfold_env_overrides: GLM53_TF_LOCKED is set by serve.sh itself at run time; it cannot be configured"]
 
 
 def test_values_must_be_scalars_on_one_line():
-    errors = tf.check_overrides({"GLM53_TF_BATCH": {"a": 1}, "CANARY": ["warn"], "PORT": None,
-                                 "SERVED_NAME": "two\nlines", "HOST": "127.0.0.1", "GLM53_TF_VISION": True},
+    errors = tf.check_overrides({"GLM53_TF_BATCH": {"a": 1}, "CANARY": ["warn"], "CANARY_MIN_TPS": None,
+                                 "SERVED_NAME": "two\nlines", "CONTEXT": "262144", "GLM53_TF_VISION": True},
                                 known())
     assert errors == [
         "tensorfold_env_overrides: CANARY must be a string, number or boolean, got list",
+        "tensorfold_env_overrides: CANARY_MIN_TPS must be a string, number or boolean, got null",
         "tensorfold_env_overrides: GLM53_TF_BATCH must be a string, number or boolean, got dict",
-        "tensorfold_env_overrides: PORT must be a string, number or boolean, got null",
         "tensorfold_env_overrides: SERVED_NAME must be one line (no newline or NUL in the value)",
     ]
     assert tf.check_overrides(["GLM53_TF_BATCH"], known()) == [
@@ -277,6 +302,7 @@ def test_site_env_maps_the_contract_and_the_weights():
         "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
         "MASTER_PORT": "29551", "HEAD_HF": "/home/spark/.cache/huggingface", "WORKER_HF": "/data/hf",
         "MODEL_PATH": MODEL, "DRAFTER": DRAFTER, "IMAGE": "glm53-tensorfold:lp9001",
+        "HOST": "127.0.0.1", "PORT": "8000",
     }
     # Per-node facts may also sit in weights.nodes; plain paths work too.
     nested = dict(WEIGHTS, nodes={"spark-a": {"hf_cache_dir": "/h"}, "spark-b": {"hf_cache_dir": "/w"}})
@@ -292,6 +318,28 @@ def test_a_contract_port_other_than_the_shipped_one_reaches_the_file(tmp_path):
     assert errors == []
     got = bash_source(tf.render_env(EXAMPLE, site, {}, "generated for a test"), tmp_path)
     assert got["MASTER_PORT"] == "29600"
+
+
+def test_the_api_bind_and_port_reach_the_file_as_host_and_port(tmp_path):
+    site = tf_filter.tensorfold_env_site(contract(), WEIGHTS, "glm53-tensorfold:lp9001", HEAD_FACTS, WORKER_FACTS,
+                                         api_bind="0.0.0.0", api_port=9000)
+    assert site["errors"] == [] and (site["env"]["HOST"], site["env"]["PORT"]) == ("0.0.0.0", "9000")
+    text = tf_filter.tensorfold_env_render(EXAMPLE, site)
+    got = bash_source(text, tmp_path)
+    assert got["HOST"] == "0.0.0.0" and got["PORT"] == "9000"
+    assert assignments(text, "HOST") == ["HOST=0.0.0.0                     # loopback, no auth: put an authenticating "
+                                         "proxy in front first"]
+    # IPv6 and text digits (-e glm53_api_port=9001) too.
+    site, errors = tf.site_env(contract(), WEIGHTS, "img:1", HEAD_FACTS, WORKER_FACTS, api_bind="::", api_port="9001")
+    assert errors == [] and (site["HOST"], site["PORT"]) == ("::", "9001")
+
+
+def test_a_bad_api_bind_or_port_is_a_site_error_naming_the_variable():
+    # A role run on its own never went through playbooks/path.yml; the same check runs here.
+    site, errors = tf.site_env(contract(), WEIGHTS, "img:1", HEAD_FACTS, WORKER_FACTS, api_bind="spark-a",
+                               api_port=True)
+    assert [error.partition(": expected")[0] for error in errors] == ["glm53_api_bind", "glm53_api_port"]
+    assert "HOST" not in site and "PORT" not in site
 
 
 def test_more_than_one_worker_is_refused_naming_vllm():
