@@ -160,6 +160,28 @@ def logs_command(container, tail=None):
     return "docker logs %s%s 2>&1" % (tail_args, shlex.quote(container))
 
 
+def logs_since_command(container, since=None):
+    """The shell command that prints a container's log with docker's timestamps, from ``since`` on."""
+    since_args = "--since %s " % shlex.quote(since) if since else ""
+    return "docker logs --timestamps %s%s 2>&1" % (since_args, shlex.quote(container))
+
+
+def slot_lines(text):
+    """``(lines, mark)``: the lines of a ``docker logs --timestamps`` text the slot judgments read
+    (``K request slot(s)``, ``batching K requests``, the shortfall line), without their
+    timestamps, and the last timestamp seen (None when none)."""
+    kept, mark = [], None
+    for line in (text or "").splitlines():
+        stamp, _, rest = line.partition(" ")
+        if stamp[:1].isdigit() and "T" in stamp:
+            mark = stamp
+        else:
+            rest = line
+        if SLOTS_RE.search(rest) or BATCHING_RE.search(rest) or SHORTFALL_RE.search(rest):
+            kept.append(rest)
+    return kept, mark
+
+
 def rank_state(rc, stdout, stderr="", error=None, via_ssh=False):
     """Judge one ``docker inspect`` of a rank (run as inspect_command, over ssh when ``via_ssh``).
 

@@ -37,16 +37,18 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import 
     canary_verdict,
     inspect_command,
     logs_command,
+    logs_since_command,
     model_ids,
     parse_body,
     rank_failure,
     rank_state,
     rank_waiting_reason,
+    slot_lines,
     tensorfold_verdict,
     vllm_verdict,
 )
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._rank_identity import identity_problems
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._ssh import batch_options, run_ssh
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._ssh import SharedConnection, batch_options, run_ssh
 
 # Seconds: one HTTP request of a poll, one docker command (local or over ssh), ssh's connect.
 HTTP_TIMEOUT = 5.0
@@ -124,11 +126,18 @@ def http_call(url, timeout, payload=None):
 class Rank(object):
     """One rank container: rank 0 on this node (docker locally), the others on workers over ssh."""
 
-    def __init__(self, rank, node, container, ssh=None, ssh_options=None):
+    def __init__(self, rank, node, container, ssh=None, ssh_options=None, shared=None):
         self.rank, self.node, self.container, self.ssh = rank, node, container, ssh
-        self.ssh_options = batch_options(SSH_CONNECT_TIMEOUT, ssh_options) if ssh else None
+        self.ssh_options = None
+        if ssh:
+            # The caller's options first (they win), then one shared connection for the whole wait.
+            extra = list(ssh_options or []) + (shared.options(ssh) if shared else [])
+            self.ssh_options = batch_options(SSH_CONNECT_TIMEOUT, extra)
         self.unreachable = 0  # checks in a row
         self.last = None
+        # What the slot judgments need from the log, read once and then only what is new:
+        # a service that ran for weeks has a long log, and a wait reads it every poll.
+        self._slot_log = {"id": None, "lines": [], "mark": None}
 
     def run(self, command, timeout):
         if self.ssh:
@@ -148,6 +157,20 @@ class Rank(object):
         if run["error"] or run["rc"] != 0:
             return None, run["error"] or "`%s` exited with %s: %s" % (run["command"], run["rc"], run["stdout"].strip())
         return run["stdout"], None
+
+    def slot_log(self, timeout):
+        """``(text, error)``: the slot lines of this container's log, reading only what came since the last read."""
+        seen = self._slot_log
+        if seen["id"] != (self.last or {}).get("id"):  # another container: its log from the start
+            seen.update(id=(self.last or {}).get("id"), lines=[], mark=None)
+        run = self.run(logs_since_command(self.container, seen["mark"]), timeout)
+        if run["error"] or run["rc"] != 0:
+            return None, run["error"] or "`%s` exited with %s: %s" % (run["command"], run["rc"], run["stdout"].strip())
+        lines, mark = slot_lines(run["stdout"])
+        # --since includes the line at the mark itself: a repeat only repeats a count, last match wins.
+        seen["lines"] = (seen["lines"] + lines)[-20:]
+        seen["mark"] = mark or seen["mark"]
+        return "\n".join(seen["lines"]), None
 
     def add_tail(self, lines, timeout):
         text, error = self.log(timeout, tail=lines)
@@ -178,12 +201,15 @@ class Waiter(object):
         # The image id each rank must run (rank number -> id), when the caller knows it.
         self.images = {0: params.get("head_image")} if params.get("head_image") else {}
         self.workers = []
+        # Every check of a worker goes over one ssh connection (each login costs the worker).
+        self.shared = SharedConnection(persist=max(60, int(params["timeout"]) + 60))
         for index, worker in enumerate(params["workers"] or []):
             rank = index + 1
             container = worker.get("container") or (
                 "glm53-tf-r%d" % rank if self.mode == "tensorfold" else DEFAULT_HEAD_CONTAINER["vllm"])
             node = worker.get("node") or worker["ssh"].rsplit("@", 1)[-1]
-            self.workers.append(Rank(rank, node, container, ssh=worker["ssh"], ssh_options=params["ssh_options"]))
+            self.workers.append(Rank(rank, node, container, ssh=worker["ssh"], ssh_options=params["ssh_options"],
+                                     shared=self.shared))
             if worker.get("image"):
                 self.images[rank] = worker["image"]
         self.started = None
@@ -241,7 +267,7 @@ class Waiter(object):
         else:
             log_text = None
             if self.head and self.head.last["state"] == "running" and not health["error"]:
-                log_text, error = self.head.log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
+                log_text, error = self.head.slot_log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
                 if error:
                     log_text = None
             verdict = tensorfold_verdict(ranks, health, models, self.params["slots"], log_text=log_text,
@@ -291,6 +317,12 @@ class Waiter(object):
         return self.state, msg
 
     def run(self):
+        try:
+            return self._run()
+        finally:
+            self.shared.close()
+
+    def _run(self):
         self.started = self.clock()
         self.deadline = self.started + self.params["timeout"]
         while True:

@@ -13,6 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import shutil
+import tempfile
+
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
 
 # ssh's own exit status when it could not connect or authenticate (the remote command never ran).
@@ -30,3 +33,36 @@ def run_ssh(target, options, command, timeout):
     result = run_with_timeout(["ssh"] + list(options) + [target, command], timeout)
     result["target"] = target
     return result
+
+
+class SharedConnection(object):
+    """One ssh connection per worker for a module's whole run (OpenSSH connection sharing).
+
+    A long wait asks each worker many times; every login costs the worker (sshd, PAM, a
+    session). ``options()`` adds a ControlMaster socket in a private directory; ``close()``
+    ends the masters and removes it. ``persist`` bounds a master's idle life, so a module
+    killed before ``close()`` leaves none behind for long. The caller's own ssh options come
+    first and win (ssh keeps the first value of an option).
+    """
+
+    def __init__(self, persist=60, make_dir=None):
+        self.persist = int(persist)
+        self._make_dir = make_dir or (lambda: tempfile.mkdtemp(prefix="glm53-ssh-"))
+        self.directory = None
+        self.targets = set()
+
+    def options(self, target):
+        if self.directory is None:
+            self.directory = self._make_dir()
+        self.targets.add(target)
+        return ["-o", "ControlMaster=auto", "-o", "ControlPath=%s/%%C" % self.directory,
+                "-o", "ControlPersist=%d" % self.persist]
+
+    def close(self, timeout=5):
+        if self.directory is None:
+            return
+        for target in sorted(self.targets):
+            run_with_timeout(["ssh", "-o", "ControlPath=%s/%%C" % self.directory, "-O", "exit", target], timeout)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.directory = None
+        self.targets = set()

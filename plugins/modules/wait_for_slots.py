@@ -34,7 +34,10 @@ description:
     was unreachable over ssh 3 checks in a row. A container that does not exist (yet) is waited for.
   - Rank 0 (O(head_container)) is checked with the local C(docker inspect) on every poll; each worker with
     C(ssh -o BatchMode=yes -o ConnectTimeout=5 <ssh> docker inspect ...), at most every 10 seconds (each
-    login costs the worker) and once more before declaring ready.
+    login costs the worker) and once more before declaring ready. All checks of a worker share one ssh
+    connection (OpenSSH connection sharing, a socket in a private temporary directory), closed at the end.
+  - "The rank-0 log is read once from the container's start, then only the lines that came since the last read
+    (C(docker logs --timestamps --since)), because a service that ran for weeks has a long log."
   - Every command runs with a deadline and is killed with its process group when it passes it; HTTP
     requests time out after 5 seconds (less near the deadline), so a wedged server cannot hold a poll.
 attributes:

@@ -117,6 +117,45 @@ def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(dep
     assert "tf-prod.log" in left and not left & {"DISABLED", "fails"}, f"DISABLED or fails left after READY: {left}"
 
 
+def long_requests(count, seconds):
+    """Start ``count`` chat completions on the head that each generate for about ``seconds``
+    (ignore_eos holds each to its max_tokens), each answer into /tmp/glm53-busy/N.json."""
+    probe = {"model": "glm-5.3-flash", "max_tokens": 200, "ignore_eos": True,
+             "messages": [{"role": "user", "content": "count"}]}
+    started = time.monotonic()
+    assert api("/v1/chat/completions", probe)["usage"]["completion_tokens"] == 200
+    rate = 200 / (time.monotonic() - started)
+    ask = dict(probe, max_tokens=int(rate * seconds))
+    body = shlex.quote(json.dumps(ask))
+    spark(HEAD, "rm -rf /tmp/glm53-busy && mkdir -p /tmp/glm53-busy && for i in $(seq %d); do "
+                "nohup curl -s -m 900 -H 'Content-Type: application/json' -d %s %s/v1/chat/completions "
+                "> /tmp/glm53-busy/$i.json 2>/dev/null & done" % (count, body, API))
+    return ask["max_tokens"]
+
+
+def test_a_rerun_under_full_load_changes_and_restarts_nothing(deployed, run_playbook):
+    """8 long requests hold the 8 slots, so the rerun probe's canary waits behind them: busy, not
+    unhealthy. Nothing is restarted and every request completes."""
+    before = both_rank_facts()
+    tokens = long_requests(8, seconds=75)
+    deadline = time.monotonic() + 30
+    while api("/health")["inflight"] < 8 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert api("/health")["inflight"] == 8
+    again = run_playbook(SITE, tags=ROLES, extravars=TF, ident="rerun-busy")
+    assert again.changed_total == 0
+    assert api("/health")["inflight"] == 8, "the requests ended before the rerun's probe was over: not a busy rerun"
+    assert [(f["id"], f["started"]) for f in both_rank_facts()] == [(f["id"], f["started"]) for f in before]
+    assert "busy with requests in flight, healthy" in again.stdout
+    deadline = time.monotonic() + 300
+    while spark(HEAD, "pgrep -c -f 'curl -s -m 900'", check=False).stdout.strip() not in ("", "0"):
+        assert time.monotonic() < deadline, "the 8 requests did not finish"
+        time.sleep(2)
+    for index in range(1, 9):
+        answer = json.loads(spark(HEAD, f"cat /tmp/glm53-busy/{index}.json").stdout)
+        assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == tokens
+
+
 def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
     env = spark(HEAD, f"cd {KIT} && env -i bash -c 'set -a; . config/prod.env; env'").stdout
     values = dict(line.split("=", 1) for line in env.splitlines() if "=" in line)
@@ -158,6 +197,19 @@ def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_p
     finally:
         run_playbook(SITE, tags=ROLES, extravars=TF, ident="back-to-lp9001")
     assert api("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"]
+
+
+def test_glm53_api_port_moves_the_engine_and_the_probe(deployed, run_playbook):
+    """PORT in prod.env comes from the site value, and the role waits for the API there. Leaves the
+    engine on 8001: the next test's run (the profile change) moves it back to 8000."""
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, glm53_api_port=8001), ident="port-8001")
+    assert run.changed_total > 0
+    assert "PORT=8001" in spark(HEAD, f"grep -E '^(HOST|PORT)=' {KIT}/config/prod.env").stdout.split()
+    models = json.loads(spark(HEAD, "curl -sf -m 10 http://127.0.0.1:8001/v1/models").stdout)
+    assert models["data"][0]["id"] == "glm-5.3-flash"
+    assert spark(HEAD, f"curl -sf -m 5 {API}/v1/models", check=False).returncode != 0, "still serving on 8000"
+    assert rank_facts(HEAD, "glm53-tf-r0")["env"]["PORT"] == "8001"
+    assert "READY 8 slots" in spark(HEAD, f"tail -n 1 {STATE}/tf-prod.log").stdout
 
 
 def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook):

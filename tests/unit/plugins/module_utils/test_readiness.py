@@ -421,3 +421,18 @@ def test_validate_accepts_the_defaults_and_an_empty_head_container():
 def test_validate_names_the_option(overrides, message):
     errors = rd.validate(params(**overrides))
     assert any(message in error for error in errors), errors
+
+
+def test_slot_lines_keep_only_what_the_slot_judgments_read_and_the_last_timestamp():
+    text = ("2026-12-01T21:00:00.100000000Z [boot] r0 +2.0s container started\n"
+            "2026-12-01T21:00:03.200000000Z [tensorfold] GLM53_TF_BATCH=8: only 1 sequence(s) fit with x\n"
+            "2026-12-01T21:00:04.300000000Z [tensorfold] context: 1048576 tokens a request; 1 request slot(s); KV\n"
+            "2026-12-01T21:05:00.400000000Z {\"ts\": 1, \"finish\": \"length\"}\n")
+    lines, mark = rd.slot_lines(text)
+    assert lines == ["[tensorfold] GLM53_TF_BATCH=8: only 1 sequence(s) fit with x",
+                     "[tensorfold] context: 1048576 tokens a request; 1 request slot(s); KV"]
+    assert mark == "2026-12-01T21:05:00.400000000Z"
+    assert rd.log_slots("\n".join(lines)) == 1
+    assert rd.slot_lines("") == ([], None)
+    assert rd.logs_since_command("glm53-tf-r0", mark) == (
+        "docker logs --timestamps --since 2026-12-01T21:05:00.400000000Z glm53-tf-r0 2>&1")
