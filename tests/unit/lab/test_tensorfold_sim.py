@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -93,12 +94,12 @@ def engine_env(sessions, pythonpath=SRC, **extra):
 
 
 class Rank(object):
-    def __init__(self, rank, model, env, master, master_port, port, logdir):
+    def __init__(self, rank, model, env, master, master_port, port, logdir, args=()):
         self.rank = rank
         self.log = os.path.join(logdir, "r%d-%d.log" % (rank, master_port))
         argv = [sys.executable, "-m", "tensorfold", "serve", model, "--tp", "2", "--rank", str(rank),
                 "--master", master, "--master-port", str(master_port), "--no-update-check",
-                "--context", str(CONTEXT), "--name", NAME, "--max-tokens", "4096"]
+                "--context", str(CONTEXT), "--name", NAME, "--max-tokens", "4096"] + list(args)
         if rank == 0:
             argv += ["--host", "127.0.0.1", "--port", str(port)]
         with open(self.log, "w") as out:
@@ -148,12 +149,12 @@ class Pair(object):
     SO_REUSEADDR, nothing else can take them before it does.
     """
 
-    def __init__(self, model, logdir, env0, env1=None):
+    def __init__(self, model, logdir, env0, env1=None, args=()):
         self.reserved = [Reserved(), Reserved()]
         self.port, master_port = (reserved.port for reserved in self.reserved)
         self.url = "http://127.0.0.1:%d" % self.port
-        self.r0 = Rank(0, model, env0, "127.0.0.1", master_port, self.port, logdir)
-        self.r1 = Rank(1, model, env1 or env0, "127.0.0.1", master_port, None, logdir)
+        self.r0 = Rank(0, model, env0, "127.0.0.1", master_port, self.port, logdir, args)
+        self.r1 = Rank(1, model, env1 or env0, "127.0.0.1", master_port, None, logdir, args)
 
     def ready(self):
         self.r0.wait_for(r"^\[tensorfold\] serving ")
@@ -549,6 +550,80 @@ def test_hang_switch_keeps_health_but_never_yields_a_token(pair):
         time.sleep(0.1)
     assert request(pair.url, "/health")[1]["inflight"] == 0  # the given-up requests were dropped
     assert request(pair.url, "/v1/chat/completions", CHAT)[0] == 200
+
+
+# --- slots: a request beyond them waits ---------------------------------------------------------
+
+def test_a_ninth_request_waits_fifo_for_a_free_slot(model, workdir, sessions):
+    """8 slots held by ignore_eos replies of known length (--no-drafts: one token a round):
+    the 9th and 10th wait, in order, and take a slot as one frees."""
+    round_s, short, held, extra = 0.01, 150, 300, 50
+    log = os.path.join(sessions, "requests.jsonl")
+    evict(model[1])  # 8 slots: the weights are not in the page cache
+    pair = Pair(model[0], workdir, engine_env(sessions, GLM53_LAB_ROUND_S=str(round_s)), args=["--no-drafts"])
+    threads, answers, done = [], {}, {}
+
+    def send(name, tokens):
+        body = {"messages": [{"role": "user", "content": "hold a slot: %s" % name}], "max_tokens": tokens,
+                "ignore_eos": True}
+        answers[name] = request(pair.url, "/v1/chat/completions", body, timeout=60)
+        done[name] = time.monotonic()
+
+    def start(name, tokens):
+        threads.append(threading.Thread(target=send, args=(name, tokens), daemon=True))
+        threads[-1].start()
+
+    try:
+        pair.ready()
+        assert re.findall(r"([0-9]+) request slot\(s\)", pair.r0.text())[-1] == "8"
+        start("short", short)  # the first to free its slot
+        for index in range(7):
+            start("held%d" % index, held)
+        deadline = time.monotonic() + 60  # only guards a hang: all 8 run within moments
+        while request(pair.url, "/health")[1]["inflight"] < 8:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        start("ninth", extra)
+        time.sleep(0.2)
+        start("tenth", extra + 1)
+        time.sleep(0.2)
+        # inflight counts running completions: the two waiting ones are not in it.
+        assert request(pair.url, "/health")[1]["inflight"] == 8
+        assert metric_values(request(pair.url, "/metrics")[1])['tensorfold_requests_inflight{model="%s"}' % NAME] == 8
+        for thread in threads:
+            thread.join(90)
+        for name, (status, body) in answers.items():
+            assert status == 200, (name, body)
+            assert body["choices"][0]["finish_reason"] == "length"
+            tokens = body["usage"]["completion_tokens"]
+            assert body["tensorfold"]["rounds"] == tokens  # --no-drafts: one token a round
+            assert body["tensorfold"]["decode_s"] >= tokens * round_s - 0.001  # N tokens: N rounds of ROUND_S
+        assert len(answers) == 10
+        ninth, tenth = answers["ninth"][1]["tensorfold"], answers["tenth"][1]["tensorfold"]
+        assert ninth["queue_s"] > 0.1 and tenth["queue_s"] > 0.1, (ninth, tenth)
+        # The 9th took the short reply's slot and finished while the 7 long ones still ran; the 10th
+        # (FIFO) had to wait for the 9th's slot.
+        assert done["ninth"] < min(done["held%d" % index] for index in range(7)), done
+        assert done["ninth"] < done["tenth"], done
+
+        records = [json.loads(line) for line in open(log).read().splitlines()]
+        by_budget = dict((record["max_tokens"], record) for record in records)  # short, 9th, 10th: unique
+        assert (by_budget[extra]["queue_s"], by_budget[extra + 1]["queue_s"]) == (ninth["queue_s"], tenth["queue_s"])
+
+        def admitted(record):
+            return record["start"] + record["queue_s"]
+
+        def ended(record):
+            return admitted(record) + record["prefill_s"] + record["decode_s"]
+
+        # Admitted as a slot freed, not before: the 9th at the short reply's end, the 10th at the 9th's
+        # (either would be over a second early if it had not waited). The log's start is the arrival,
+        # a little before the wait began: 0.25 s of room for a loaded machine.
+        assert admitted(by_budget[extra]) >= ended(by_budget[short]) - 0.25, records
+        assert admitted(by_budget[extra + 1]) >= ended(by_budget[extra]) - 0.25, records
+        assert admitted(by_budget[extra]) < min(ended(record) for record in records if record["max_tokens"] == held)
+    finally:
+        pair.stop()
 
 
 # --- the lp9001 overlay and mismatched builds --------------------------------------------

@@ -461,6 +461,9 @@ class Stream(Collect):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's listen backlog is 5: a burst of more concurrent requests could lose a SYN
+    # while the accept loop waits for the GIL, and that client would come 1 s late (TCP's retry).
+    request_queue_size = 128
 
     def __init__(self, address, app):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET

@@ -329,6 +329,7 @@ class Engine(object):
         if self.health.fatal is not None:
             raise EngineFatal("the engine failed earlier and needs a restart: %s" % self.health.fatal)
         job.slot, job.queue_s = self.batcher.acquire(job, gone)
+        self.health.admit(job)
         try:
             self._generate(job, emit, gone)
         finally:
