@@ -169,7 +169,7 @@ def slot_lines(text):
     timestamps, and the last timestamp seen (None when none)."""
     kept, mark = [], None
     for line in (text or "").splitlines():
-        stamp, _, rest = line.partition(" ")
+        stamp, _sep, rest = line.partition(" ")
         if stamp[:1].isdigit() and "T" in stamp:
             mark = stamp
         else:

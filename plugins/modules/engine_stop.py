@@ -21,7 +21,7 @@ description:
     name is one of the path's names - V(tensorfold) C(glm53-tf-r<N>) (the kit's ranks), V(vllm) C(glm53-vllm) or
     C(glm53-vllm-r<N>). The label wins over the name. A container named C(glm53-tf-r0-backup), or labelled with
     another path, is left alone.
-  - Stopped and exited containers count too (C(docker ps -a)): they still hold the name a start needs.
+  - Stopped and exited containers count too (C(docker ps -a)), since they still hold the name a start needs.
   - Every C(docker) command runs with a deadline (O(timeout)). When Docker cannot be asked (the user may not open
     its socket, the daemon is down or wedged) the task fails naming the node, the command, what it said and the
     fix; nothing is removed then.

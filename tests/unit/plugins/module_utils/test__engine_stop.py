@@ -42,8 +42,8 @@ def test_rm_names_the_full_ids():
     assert es.rm_args(es.to_remove(LISTING, ["vllm"])) == ["rm", "-f", "c" * 64, "d" * 64]
 
 
-VICTIMS = [{"name": "serve", "id": "c" * 64, "path": "vllm"}, {"name": "glm53-vllm-r1", "id": "d" * 64,
-                                                                  "path": "vllm"}]
+VICTIMS = [{"name": "serve", "id": "c" * 64, "path": "vllm"},
+           {"name": "glm53-vllm-r1", "id": "d" * 64, "path": "vllm"}]
 
 
 @pytest.mark.parametrize("stderr, gone", [

@@ -44,7 +44,11 @@ def ps_line(cid, name, labels=""):
                        "Names": name, "State": "running", "Status": "Up 2 minutes"})
 
 
-TF, BACKUP, SERVE, VLLM_R1, DB = ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64)
+TF = "a" * 64
+BACKUP = "b" * 64
+SERVE = "c" * 64
+VLLM_R1 = "d" * 64
+DB = "e" * 64
 MIXED = [ps_line(TF, "glm53-tf-r0"), ps_line(BACKUP, "glm53-tf-r0-backup"), ps_line(SERVE, "serve", LABEL + "=vllm"),
          ps_line(VLLM_R1, "glm53-vllm-r1"), ps_line(DB, "postgres", "com.docker.compose.project=db")]
 
