@@ -256,10 +256,20 @@ class Waiter(object):
         self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
         if failure:
             return None, failure
+        if self.workers and not check_workers:
+            # Ready on this node: ask the workers now rather than trust a check up to 10 s old
+            # (one made before the start would still say "absent" and hold readiness back).
+            head_only = [self.head.last] if self.head and self.head.last else []
+            if self._verdict(health, models, ranks=head_only)["ready"]:
+                self.last_worker_check = self.clock()
+                failure = self._check_ranks(self.workers)
+                self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
+                if failure:
+                    return None, failure
         return self._verdict(health, models), None
 
-    def _verdict(self, health, models):
-        ranks = self.state["ranks"]
+    def _verdict(self, health, models, ranks=None):
+        ranks = self.state["ranks"] if ranks is None else ranks
         served = self.params["served_name"]
         if self.mode == "vllm":
             verdict = vllm_verdict(ranks, health, models, served_name=served)
@@ -271,11 +281,11 @@ class Waiter(object):
                     log_text = None
             verdict = tensorfold_verdict(ranks, health, models, self.params["slots"], log_text=log_text,
                                          served_name=served)
-        return self._identity(verdict)
+        return self._identity(verdict, ranks)
 
-    def _identity(self, verdict):
+    def _identity(self, verdict, ranks):
         """Take readiness back from ranks a start did not make, or that run another image."""
-        problems = identity_problems(self.state["ranks"], previous_ids=self.params.get("previous_ids") or (),
+        problems = identity_problems(ranks, previous_ids=self.params.get("previous_ids") or (),
                                      images=self.images)
         if not problems:
             return verdict
@@ -327,13 +337,6 @@ class Waiter(object):
         while True:
             due = self.last_worker_check is None or self.clock() - self.last_worker_check >= WORKER_CHECK_PERIOD
             verdict, failure = self._poll(check_workers=due)
-            if not failure and verdict["ready"] and self.workers and not due:
-                # Ready on this node: ask the workers now rather than trust a check up to 10 s old.
-                self.last_worker_check = self.clock()
-                failure = self._check_ranks(self.workers)
-                self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
-                if not failure:
-                    verdict = self._verdict_again(verdict)
             if failure:
                 return self._finish(False, reason=failure, msg=failure)
             self.state["slots"] = verdict["slots"]
@@ -352,11 +355,3 @@ class Waiter(object):
                 message = "not ready after %g s: %s" % (self.params["timeout"], verdict["reason"])
                 return self._finish(False, reason=verdict["reason"], msg=message)
             self.sleep(min(self.params["interval"], left))
-
-    def _verdict_again(self, verdict):
-        """The verdict after a fresh worker check: a worker that is not running takes readiness back."""
-        for rank in self.workers:
-            reason = rank_waiting_reason(rank.last)
-            if reason:
-                return dict(verdict, ready=False, reason=reason)
-        return verdict
