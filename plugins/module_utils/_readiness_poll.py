@@ -256,29 +256,32 @@ class Waiter(object):
         self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
         if failure:
             return None, failure
+        log_text = self._log_text(health)
         if self.workers and not check_workers:
             # Ready on this node: ask the workers now rather than trust a check up to 10 s old
             # (one made before the start would still say "absent" and hold readiness back).
             head_only = [self.head.last] if self.head and self.head.last else []
-            if self._verdict(health, models, ranks=head_only)["ready"]:
+            if self._verdict(health, models, log_text, ranks=head_only)["ready"]:
                 self.last_worker_check = self.clock()
                 failure = self._check_ranks(self.workers)
                 self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
                 if failure:
                     return None, failure
-        return self._verdict(health, models), None
+        return self._verdict(health, models, log_text), None
 
-    def _verdict(self, health, models, ranks=None):
+    def _log_text(self, health):
+        """The rank-0 log's slot lines (tensorfold), once a running rank 0 answers HTTP; else None."""
+        if self.mode != "tensorfold" or not self.head or self.head.last["state"] != "running" or health["error"]:
+            return None
+        log_text, error = self.head.slot_log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
+        return None if error else log_text
+
+    def _verdict(self, health, models, log_text, ranks=None):
         ranks = self.state["ranks"] if ranks is None else ranks
         served = self.params["served_name"]
         if self.mode == "vllm":
             verdict = vllm_verdict(ranks, health, models, served_name=served)
         else:
-            log_text = None
-            if self.head and self.head.last["state"] == "running" and not health["error"]:
-                log_text, error = self.head.slot_log(self._left(COMMAND_TIMEOUT, COMMAND_FLOOR))
-                if error:
-                    log_text = None
             verdict = tensorfold_verdict(ranks, health, models, self.params["slots"], log_text=log_text,
                                          served_name=served)
         return self._identity(verdict, ranks)
