@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 from urllib.request import ProxyHandler, Request, build_opener
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import os_error, run_with_timeout
@@ -60,6 +61,10 @@ COMMAND_FLOOR = 2.0
 # Workers are asked over ssh at most this often (and once more before ready): every ssh login
 # costs the worker (the kit checks its worker every 10th tick for the same reason).
 WORKER_CHECK_PERIOD = 10.0
+# While rank 0 runs but its API does not listen yet (the load), the time between polls is spent
+# knocking on the API's port this often: a refused TCP connect costs nothing, and the full poll
+# follows as soon as the server listens instead of up to one interval later.
+PORT_KNOCK = 0.1
 MAX_BODY = 1 << 20
 
 
@@ -213,6 +218,7 @@ class Waiter(object):
                 self.images[rank] = worker["image"]
         self.started = None
         self.deadline = None
+        self.refused = False
         self.last_worker_check = None
         self.state = {"ready": False, "slots": None, "elapsed": 0.0, "health": None, "models": None, "ranks": [],
                       "canary": None, "reason": None, "busy": False}
@@ -252,6 +258,7 @@ class Waiter(object):
             models_job = pool.submit(self._http, "/v1/models")
             failure, health, models = ranks_job.result(), health_job.result(), models_job.result()
         self.state["health"] = health["body"]
+        self.refused = "refused" in (health["error"] or "").lower()
         self.state["models"] = model_ids(models["body"]) if models["status"] == 200 else None
         self.state["ranks"] = [rank.last for rank in self._ranks() if rank.last]
         if failure:
@@ -324,6 +331,24 @@ class Waiter(object):
             message = "%s (%s)" % (message, judged["reason"])
         return message
 
+    def _pause(self, seconds):
+        """Sleep until the next poll; while rank 0 loads, end the pause once its API listens."""
+        # Only a refused connection says "not listening yet"; a server that accepts and says
+        # nothing must not turn the pause into back-to-back polls.
+        loading = self.refused and self.head is not None and (self.head.last or {}).get("state") == "running"
+        if not loading:
+            self.sleep(seconds)
+            return
+        parts = urlsplit(self.base)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        until = self.clock() + seconds
+        while self.clock() < until:
+            try:
+                socket.create_connection((parts.hostname, port), timeout=PORT_KNOCK).close()
+                return
+            except OSError:
+                self.sleep(max(0.0, min(PORT_KNOCK, until - self.clock())))
+
     def _finish(self, ready, reason=None, msg=None):
         self.state.update(ready=ready, reason=reason, elapsed=round(self.clock() - self.started, 3))
         return self.state, msg
@@ -357,4 +382,4 @@ class Waiter(object):
             if left <= 0:
                 message = "not ready after %g s: %s" % (self.params["timeout"], verdict["reason"])
                 return self._finish(False, reason=verdict["reason"], msg=message)
-            self.sleep(min(self.params["interval"], left))
+            self._pause(min(self.params["interval"], left))
