@@ -133,11 +133,8 @@ class Rank(object):
 
     def __init__(self, rank, node, container, ssh=None, ssh_options=None, shared=None):
         self.rank, self.node, self.container, self.ssh = rank, node, container, ssh
-        self.ssh_options = None
-        if ssh:
-            # The caller's options first (they win), then one shared connection for the whole wait.
-            extra = list(ssh_options or []) + (shared.options(ssh) if shared else [])
-            self.ssh_options = batch_options(SSH_CONNECT_TIMEOUT, extra)
+        self.ssh_options = list(ssh_options or []) if ssh else None
+        self.shared = shared
         self.unreachable = 0  # checks in a row
         self.last = None
         # What the slot judgments need from the log, read once and then only what is new:
@@ -146,7 +143,9 @@ class Rank(object):
 
     def run(self, command, timeout):
         if self.ssh:
-            return run_ssh(self.ssh, self.ssh_options, command, timeout)
+            # The caller's options first (they win), then the wait's shared connection.
+            extra = self.ssh_options + (self.shared.options(self.ssh) if self.shared else [])
+            return run_ssh(self.ssh, batch_options(SSH_CONNECT_TIMEOUT, extra), command, timeout)
         return run_with_timeout(["sh", "-c", command], timeout)
 
     def check(self, timeout):

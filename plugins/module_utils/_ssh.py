@@ -39,10 +39,12 @@ class SharedConnection(object):
     """One ssh connection per worker for a module's whole run (OpenSSH connection sharing).
 
     A long wait asks each worker many times; every login costs the worker (sshd, PAM, a
-    session). ``options()`` adds a ControlMaster socket in a private directory; ``close()``
-    ends the masters and removes it. ``persist`` bounds a master's idle life, so a module
-    killed before ``close()`` leaves none behind for long. The caller's own ssh options come
-    first and win (ssh keeps the first value of an option).
+    session). ``options(target)`` gives plain options for a target's first command (a single
+    check, a probe, costs no master) and from the second on a ControlMaster socket in a private
+    directory, so the second login is the last. ``close()`` ends the masters and removes the
+    directory. ``persist`` bounds a master's idle life, so a module killed before ``close()``
+    leaves none behind for long. The caller's own ssh options come first and win (ssh keeps the
+    first value of an option).
     """
 
     def __init__(self, persist=60, make_dir=None):
@@ -50,8 +52,12 @@ class SharedConnection(object):
         self._make_dir = make_dir or (lambda: tempfile.mkdtemp(prefix="glm53-ssh-"))
         self.directory = None
         self.targets = set()
+        self.asked = {}
 
     def options(self, target):
+        self.asked[target] = self.asked.get(target, 0) + 1
+        if self.asked[target] == 1:
+            return []
         if self.directory is None:
             self.directory = self._make_dir()
         self.targets.add(target)

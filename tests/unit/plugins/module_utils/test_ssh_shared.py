@@ -14,8 +14,11 @@ def test_options_share_one_master_per_target_and_the_callers_win(tmp_path):
         return made[-1]
 
     shared = SharedConnection(persist=90, make_dir=make_dir)
+    # A single check (a probe) costs no master: the first command of a target goes plain.
+    assert shared.options("spark@spark-worker") == [] and made == []
     options = shared.options("spark@spark-worker")
     assert options == ["-o", "ControlMaster=auto", "-o", "ControlPath=%s/%%C" % made[0], "-o", "ControlPersist=90"]
+    shared.options("spark@spark-worker2")
     shared.options("spark@spark-worker2")
     assert len(made) == 1, "one private directory for every worker"
     # A caller's ControlMaster=no comes first, so ssh keeps it.
