@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_state, input_label
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
@@ -97,6 +97,11 @@ def tensorfold_image_state(images, base, image, kit_tree, patches_tree):
     return image_state(_plain(images), base, image, kit_tree, patches_tree)
 
 
+def tensorfold_image_entry(images, tag):
+    """The inspect object of ``tag`` in a ``docker image inspect`` list, or {}."""
+    return image_entry(_plain(images), tag)
+
+
 def tensorfold_image_inputs(images):
     """The input-hash label of each image in a list of ``docker image inspect`` objects."""
     return [input_label(image) for image in _plain(images) or []]
@@ -126,6 +131,7 @@ class FilterModule(object):
             "tensorfold_api_url": tensorfold_api_url,
             "tensorfold_image_state": tensorfold_image_state,
             "tensorfold_image_inputs": tensorfold_image_inputs,
+            "tensorfold_image_entry": tensorfold_image_entry,
             "tensorfold_start_failure": tensorfold_start_failure,
             "tensorfold_shell_path": tensorfold_shell_path,
         }

@@ -29,6 +29,11 @@ def _by_tag(images, tag):
     return None
 
 
+def image_entry(images, tag):
+    """The ``docker image inspect`` object of ``tag`` in a list of them (``:latest`` when untagged), or {}."""
+    return _by_tag(images, tag) or {}
+
+
 def labels_of(image):
     return ((image or {}).get("Config") or {}).get("Labels") or {}
 

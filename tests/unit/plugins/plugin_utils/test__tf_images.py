@@ -161,3 +161,12 @@ def test_failure_message_prefers_serve_sh_logs_of_each_rank():
     msg = start_failure(wait, {"rc": 0}, 1, 8, logs)
     assert "Last 2 lines of glm53-tf-r0 on h (running):\nr0 a\nr0 b" in msg
     assert "Last 1 lines of glm53-tf-r1 on w (running):\nr1 z" in msg
+
+
+def test_image_entry_finds_a_tag_in_an_inspect_list():
+    from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry
+    images = [{"Id": "sha256:" + "a" * 64, "RepoTags": ["glm53-tensorfold:dev"]},
+              {"Id": "sha256:" + "b" * 64, "RepoTags": ["glm53-tensorfold:lp9001", "mine:latest"]}]
+    assert image_entry(images, "glm53-tensorfold:lp9001")["Id"] == "sha256:" + "b" * 64
+    assert image_entry(images, "mine")["Id"] == "sha256:" + "b" * 64  # untagged means :latest
+    assert image_entry(images, "glm53-tensorfold:lp9002") == {} and image_entry(None, "x") == {}
