@@ -43,7 +43,6 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import 
     parse_body,
     rank_failure,
     rank_state,
-    rank_waiting_reason,
     slot_lines,
     tensorfold_verdict,
     vllm_verdict,
