@@ -16,7 +16,7 @@ from ansible.module_utils.common.collections import is_sequence
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import memfree_report, start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
     all_known_keys,
@@ -112,6 +112,11 @@ def tensorfold_start_failure(wait, serve, attempt, slots, logs=None):
     return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs))
 
 
+def tensorfold_memfree_report(results):
+    """Each node's MemFree before and after the eviction, on one line."""
+    return memfree_report(_plain(results))
+
+
 def tensorfold_shell_path(path):
     """A path as one shell word that still expands a leading ``~/`` (``"$HOME"/'rest'``)."""
     path = str(path)
@@ -134,4 +139,5 @@ class FilterModule(object):
             "tensorfold_image_entry": tensorfold_image_entry,
             "tensorfold_start_failure": tensorfold_start_failure,
             "tensorfold_shell_path": tensorfold_shell_path,
+            "tensorfold_memfree_report": tensorfold_memfree_report,
         }
