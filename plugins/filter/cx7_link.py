@@ -11,19 +11,11 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_preflight import evaluate, probe_plan
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import site_default
 
 _CONFIG_KEYS = ("head", "workers", "master_port", "nodes")
-
-
-def _plain(value):
-    """Lazy hostvars and tagged template values become plain data the checks can read."""
-    if isinstance(value, dict):
-        return dict((k, _plain(v)) for k, v in value.items())
-    if is_sequence(value):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _check_config(config, name):

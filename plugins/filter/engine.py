@@ -7,18 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.common.collections import is_sequence
-
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_plan import run_plan
-
-
-def _plain(value):
-    """Lazy hostvars and tagged template values become plain data."""
-    if isinstance(value, dict):
-        return dict((k, _plain(v)) for k, v in value.items())
-    if is_sequence(value):
-        return [_plain(v) for v in value]
-    return value
 
 
 def engine_run_plan(probe, images=None, changes=None, config_now=None, config_started=None, config_written=False):
