@@ -34,7 +34,7 @@ def load_script():
 
 gpud = load_script()
 
-# A controller's /proc/meminfo (kernel 6.18, 24 GiB), as the kernel prints it.
+# A controller's /proc/meminfo (kernel 6.18, 24 GiB) as the kernel prints it, a few lines left out.
 KERNEL = """\
 MemTotal:       24684092 kB
 MemFree:        18828180 kB
@@ -71,8 +71,6 @@ VmallocTotal:   34359738367 kB
 VmallocUsed:       19220 kB
 VmallocChunk:          0 kB
 Percpu:             2808 kB
-CmaTotal:              0 kB
-CmaFree:               0 kB
 HugePages_Total:       0
 HugePages_Free:        0
 HugePages_Rsvd:        0
