@@ -13,7 +13,6 @@ LIMIT = 500
 ONE_JOB = {
     "plugins/module_utils/_hf_snapshot.py": "the sync of one pinned revision; its pure parts are already "
                                             "_hf_manifest, _hf_cache and _hf_errors",
-    "lab/sim/tensorfold/src/tensorfold/sim/enginecore.py": "the simulated engine's core loop and its state",
 }
 FILES = sorted(p for folder in ("plugins", "lab", "benchmarks") for p in (REPO / folder).rglob("*.py")
                if ".state" not in p.relative_to(REPO).parts[1] and "__pycache__" not in p.parts)
