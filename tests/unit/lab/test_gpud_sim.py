@@ -231,7 +231,7 @@ def test_the_file_is_rewritten_in_place_at_one_length(tmp_path):
 
 
 def test_the_driver_socket_answers_one_json_line_at_that_moment(tmp_path, short_dir):
-    fd, _ = fake_kernel(str(tmp_path))
+    fd = fake_kernel(str(tmp_path))[0]
     cgroup = str(tmp_path / "node")
     write_cgroup(cgroup)
     path = os.path.join(short_dir, "gpu.sock")

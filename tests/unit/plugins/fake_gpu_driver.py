@@ -35,7 +35,7 @@ class FakeDriver(object):
     def _serve(self):
         while True:
             try:
-                conn, _ = self._sock.accept()
+                conn = self._sock.accept()[0]
             except OSError:
                 return  # closed
             with conn:

@@ -89,7 +89,7 @@ def from_meminfo(text):
     """The same figures from a /proc/meminfo text: MemTotal, MemFree, Cached, MemAvailable."""
     values = {}
     for line in text.splitlines():
-        name, _, rest = line.partition(":")
+        name, rest = line.partition(":")[::2]
         fields = rest.split()
         if fields and fields[0].isdigit():
             values[name] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
@@ -139,7 +139,7 @@ def agree(requested, ranks):
                 for index, m in enumerate(ranks) if isinstance(m, dict) and "fits" in m]
     if not measured:
         return max(requested, 1), None
-    fits, _, short = min(measured)
+    fits, short = min(measured)[::2]
     slots = min(max(requested, 1), fits)
     return slots, (short if slots < requested else None)
 
