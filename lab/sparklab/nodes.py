@@ -63,8 +63,10 @@ def recreate_reason(info: dict, image: str) -> str | None:
     if (info["Config"]["Labels"] or {}).get("glm53-lab.image") != image:
         return "image changed"
     host = info.get("HostConfig") or {}
-    if (host.get("Memory"), host.get("MemorySwap")) != (NODE_MEMORY, NODE_MEMORY):
-        return f"memory limit {host.get('Memory') or 'none'} is not {NODE_MEMORY}"
+    # MemorySwap -1: dockerd dropped the swap limit on a kernel without swap accounting, where
+    # no node can have one (recreating would change nothing).
+    if host.get("Memory") != NODE_MEMORY or host.get("MemorySwap") not in (NODE_MEMORY, -1):
+        return f"memory limit {host.get('Memory') or 'none'} (swap {host.get('MemorySwap')}) is not {NODE_MEMORY}"
     return None
 
 

@@ -121,9 +121,13 @@ def test_a_node_is_recreated_for_another_image_or_another_memory_limit():
             "HostConfig": {"Memory": limit, "MemorySwap": limit}}
     assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
     assert nodes.recreate_reason(info, "glm53-lab/node:def") == "image changed"
-    # A node made before the limit existed (0: unlimited), or with swap beyond it.
-    for memory, swap in ((0, 0), (limit, -1), (limit // 2, limit // 2)):
+    # A node made before the limit existed (0: unlimited), or with swap beyond it (docker's
+    # default for --memory alone is twice the limit).
+    for memory, swap in ((0, 0), (limit, 2 * limit), (limit // 2, limit // 2)):
         info["HostConfig"] = {"Memory": memory, "MemorySwap": swap}
         reason = nodes.recreate_reason(info, "glm53-lab/node:abc")
         assert reason and reason.startswith("memory limit") and str(limit) in reason
+    # A kernel without swap accounting: dockerd keeps the limit and drops the swap limit (-1).
+    info["HostConfig"] = {"Memory": limit, "MemorySwap": -1}
+    assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
     assert nodes.recreate_reason({"Config": {"Labels": None}, "HostConfig": {}}, "x") == "image changed"
