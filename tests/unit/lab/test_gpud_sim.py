@@ -136,6 +136,8 @@ def test_node_memory_from_the_cgroup_limit_usage_and_hierarchical_stat():
     assert (node["Dirty"], node["Writeback"], node["Mapped"]) == (30 * MIB, 10 * MIB, 40 * MIB)
     assert node["Active"] == 308 * MIB and node["Inactive(file)"] == 1000 * MIB
     assert (node["SwapTotal"], node["SwapFree"], node["SwapCached"]) == (0, 0, 0)  # --memory-swap = --memory
+    assert sorted(node) == sorted(gpud.NODE_LINES)  # the lines the node owns, all of them kernel names
+    assert set(node) <= set(gpud.parse_meminfo(KERNEL))
 
 
 def test_node_memory_clamps_and_has_none_without_a_limit_of_its_own():
