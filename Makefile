@@ -171,7 +171,7 @@ lab: setup lab-up
 INTEGRATION_LABS ?= 2
 # About half of the time each (benchmarks/test_times.py on .build/integration*.xml).
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_cx7_link_netplan.py \
-  test_four_nodes.py test_hf_mirror.py test_lab.py test_lab_kit.py)
+  test_docker_runtime.py test_four_nodes.py test_hf_mirror.py test_lab.py test_lab_kit.py)
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \

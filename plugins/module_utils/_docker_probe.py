@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Private helpers behind docker_runtime_info: read what ``docker info``, ``systemctl show``
-and the user database say, as plain data. Not a public API."""
+"""Private helpers: read what ``docker info``, ``docker ps``, ``systemctl show`` and the user
+database say, as plain data (docker_runtime_info, spark_node_facts, engine_stop). Not a public API."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -60,6 +60,31 @@ def parse_docker_info(rc, stdout, stderr):
         return out
     message = "; ".join(errors) or (stderr or "").strip() or text or "docker info exited %s" % rc
     out.update(error=message, error_kind=classify_docker_error(message))
+    return out
+
+
+def parse_docker_ps(text):
+    """``docker ps [-a] --no-trunc --format '{{json .}}'`` -> {id: {id, name, labels}}.
+
+    Docker joins the labels as ``k=v,k=v``, so a value holding a comma reads as more pairs;
+    the labels we look for (``_engines.LABEL``) carry plain words. The first of several names
+    is the container's own (the rest are legacy links)."""
+    out = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        labels = {}
+        for pair in (entry.get("Labels") or "").split(","):
+            key, sep, value = pair.partition("=")
+            if sep:
+                labels[key] = value
+        cid = entry.get("ID") or ""
+        out[cid] = {"id": cid, "name": (entry.get("Names") or "").split(",")[0], "labels": labels}
     return out
 
 

@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import re
 
@@ -104,27 +103,6 @@ def disk_entries(needs, dirs, models):
 
 
 # --- containers ----------------------------------------------------------------------------
-
-def parse_docker_ps(text):
-    """``docker ps --no-trunc --format '{{json .}}'`` -> {id: {id, name, labels}}."""
-    out = {}
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        labels = {}
-        for pair in (entry.get("Labels") or "").split(","):
-            key, sep, value = pair.partition("=")
-            if sep:
-                labels[key] = value
-        cid = entry.get("ID") or ""
-        out[cid] = {"id": cid, "name": (entry.get("Names") or "").split(",")[0], "labels": labels}
-    return out
-
 
 def container_ids_in_cgroup(text):
     """Container ids named in a /proc/<pid>/cgroup text, innermost last."""

@@ -27,9 +27,6 @@ import json
 import re
 import shlex
 
-MODES = ("tensorfold", "vllm")
-DEFAULT_HEAD_CONTAINER = {"tensorfold": "glm53-tf-r0", "vllm": "glm53-vllm"}
-
 SLOTS_RE = re.compile(r"([0-9]+) request slot\(s\)")
 BATCHING_RE = re.compile(r"batching ([0-9]+) requests")
 SHORTFALL_RE = re.compile(r"GLM53_TF_BATCH=([0-9]+): only ([0-9]+) sequence\(s\) fit[^\r\n]*")
@@ -172,7 +169,7 @@ def slot_lines(text):
     timestamps, and the last timestamp seen (None when none)."""
     kept, mark = [], None
     for line in (text or "").splitlines():
-        stamp, _, rest = line.partition(" ")
+        stamp, _sep, rest = line.partition(" ")
         if stamp[:1].isdigit() and "T" in stamp:
             mark = stamp
         else:

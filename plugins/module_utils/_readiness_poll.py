@@ -29,8 +29,8 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._engine_activity i
     in_flight,
     progress_total,
 )
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import head_container, worker_container
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import (
-    DEFAULT_HEAD_CONTAINER,
     absent_rank_reason,
     canary_failure_message,
     canary_payload,
@@ -196,7 +196,7 @@ class Waiter(object):
         self.clock, self.sleep = clock, sleep
         head = params["head_container"]
         if head is None:
-            head = DEFAULT_HEAD_CONTAINER[self.mode]
+            head = head_container(self.mode)
         self.head = Rank(0, head_node or socket.gethostname(), head) if head else None
         # The image id each rank must run (rank number -> id), when the caller knows it.
         self.images = {0: params.get("head_image")} if params.get("head_image") else {}
@@ -205,8 +205,7 @@ class Waiter(object):
         self.shared = SharedConnection(persist=max(60, int(params["timeout"]) + 60))
         for index, worker in enumerate(params["workers"] or []):
             rank = index + 1
-            container = worker.get("container") or (
-                "glm53-tf-r%d" % rank if self.mode == "tensorfold" else DEFAULT_HEAD_CONTAINER["vllm"])
+            container = worker.get("container") or worker_container(self.mode, rank)
             node = worker.get("node") or worker["ssh"].rsplit("@", 1)[-1]
             self.workers.append(Rank(rank, node, container, ssh=worker["ssh"], ssh_options=params["ssh_options"],
                                      shared=self.shared))

@@ -155,11 +155,11 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_probe import parse_docker_ps
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import gather_ports, run_command
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._node_facts import (
     containers_of_pids,
     disk_entries,
-    parse_docker_ps,
     read_cgroup,
 )
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._sha import bad_revisions

@@ -339,11 +339,12 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import MODES, validate
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import PATHS
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import validate
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness_poll import Waiter
 
 ARGUMENT_SPEC = dict(
-    mode=dict(type="str", default="tensorfold", choices=list(MODES)),
+    mode=dict(type="str", default="tensorfold", choices=list(PATHS)),
     url=dict(type="str", default="http://127.0.0.1:8000"),
     slots=dict(type="int", default=8),
     timeout=dict(type="float", default=600),

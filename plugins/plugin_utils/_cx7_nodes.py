@@ -5,7 +5,7 @@
 map, GPU, known-bad kernels, memory and disk. Not a public API.
 
 Serving mode: when a node's CUDA processes belong to our own engine's containers
-(by name or label), the GPU-idle and memory checks pass, so a converged rerun of
+(by label or name, ``module_utils/_engines``: either path's), the GPU-idle and memory checks pass, so a converged rerun of
 the preflight passes while the model serves. A foreign process still fails.
 """
 
@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import path_of
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._human import human_bytes
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import memory_summary, parse_meminfo
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_links import nodes_of
@@ -62,27 +63,22 @@ def check_nodes(config, obs_by_node):
     return out
 
 
-def _engine_container(config, obs, pid):
+def _engine_container(obs, pid):
     """The container of ours a GPU process runs in, or None."""
     container = ((obs.get("app_containers") or {}).get(str(pid))) or None
-    if not container:
-        return None
-    label = config.get("engine_label")
-    if label and label in (container.get("labels") or {}):
-        return container
-    if any(re.search(p, container.get("name") or "") for p in config.get("engine_names") or []):
+    if container and path_of(container.get("name"), container.get("labels")) is not None:
         return container
     return None
 
 
-def serving(config, obs):
+def serving(obs):
     """Names of our engine's containers holding this node's GPU (serving mode), else []."""
     apps_reg = (obs or {}).get("apps") or {}
     if apps_reg.get("rc") != 0:
         return []
     names = []
     for app in parse_compute_apps(apps_reg.get("stdout")):
-        container = _engine_container(config, obs, app["pid"])
+        container = _engine_container(obs, app["pid"])
         if container and container["name"] not in names:
             names.append(container["name"])
     return names
@@ -140,13 +136,13 @@ def _check_idle(config, node, obs, allow):
                       fix="make `nvidia-smi --query-compute-apps=pid,name --format=csv,noheader` work",
                       summary="GPU process list unreadable")
     apps = parse_compute_apps(apps_reg.get("stdout"))
-    ours = [a for a in apps if _engine_container(config, obs, a["pid"])]
+    ours = [a for a in apps if _engine_container(obs, a["pid"])]
     foreign = [a for a in apps if a not in ours and not any(rx.search(a["name"]) for rx in allow)]
     if foreign and obs.get("engine_error"):
         found = "%s (could not tell containers apart: %s)" % (_apps_text(foreign), obs["engine_error"])
     else:
         found = _apps_text(foreign) if foreign else (
-            "only our engine: %s" % ", ".join(sorted(set(_engine_container(config, obs, a["pid"])["name"] for a in ours)))
+            "only our engine: %s" % ", ".join(sorted(set(_engine_container(obs, a["pid"])["name"] for a in ours)))
             if ours else "none")
     return result(
         "gpu.idle", node, passed_or(FAIL, not foreign), FAIL, expected="no foreign CUDA compute process",
@@ -190,7 +186,7 @@ def check_memory(config, obs_by_node):
             continue
         text = obs.get("meminfo")
         summary = memory_summary(parse_meminfo(text)) if text else None
-        engine = serving(config, obs)
+        engine = serving(obs)
         for name, key, label, gate in gates:
             if gate is None:
                 continue

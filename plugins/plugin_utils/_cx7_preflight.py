@@ -8,7 +8,7 @@ The role gathers each node in one round trip (``spark_node_facts``), asks
 :func:`probe_plan` what each node probes, runs those probes in one more round trip
 per node (``link_probe``), then calls :func:`evaluate`. Config keys: head, workers,
 path, master_port, mtu, ssh_user, ssh_timeout, port_probe_timeout, gpu_name,
-gpu_process_allow, engine_names, engine_label, mem_free_gib, mem_available_gib and
+gpu_process_allow, mem_free_gib, mem_available_gib and
 ``nodes`` ({node: {netdev, second_netdev, address}}: each node's configured link).
 """
 

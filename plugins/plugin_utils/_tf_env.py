@@ -39,6 +39,11 @@ SITE_SOURCES = {
     "HOST": "the site values: set glm53_api_bind (an address of the head; non-loopback exposes the API, which has "
             "no authentication)",
     "PORT": "the site values: set glm53_api_port (the role probes the API there)",
+    # The ranks' container names are the collection's (plugins/module_utils/_engines.py): the
+    # preflight's serving mode, engine_stop and wait_for_slots know the ranks by them.
+    "NAME": "the collection: the ranks are glm53-tf-r0 and glm53-tf-r1 (plugins/module_utils/_engines.py), which "
+            "the preflight, engine_stop and wait_for_slots know them by",
+    "STATE_DIR": "the tensorfold role: set tensorfold_kit_state_dir (the role holds the kit's lock there)",
 }
 SITE_KEYS = tuple(sorted(SITE_SOURCES))
 

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -116,12 +117,12 @@ def engine_env(sessions, pythonpath=SRC, **extra):
 
 
 class Rank(object):
-    def __init__(self, rank, model, env, master, master_port, port, logdir):
+    def __init__(self, rank, model, env, master, master_port, port, logdir, args=()):
         self.rank = rank
         self.log = os.path.join(logdir, "r%d-%d.log" % (rank, master_port))
         argv = [sys.executable, "-m", "tensorfold", "serve", model, "--tp", "2", "--rank", str(rank),
                 "--master", master, "--master-port", str(master_port), "--no-update-check",
-                "--context", str(CONTEXT), "--name", NAME, "--max-tokens", "4096"]
+                "--context", str(CONTEXT), "--name", NAME, "--max-tokens", "4096"] + list(args)
         if rank == 0:
             argv += ["--host", "127.0.0.1", "--port", str(port)]
         with open(self.log, "w") as out:
@@ -171,12 +172,12 @@ class Pair(object):
     SO_REUSEADDR, nothing else can take them before it does.
     """
 
-    def __init__(self, model, logdir, env0, env1=None):
+    def __init__(self, model, logdir, env0, env1=None, args=()):
         self.reserved = [Reserved(), Reserved()]
         self.port, master_port = (reserved.port for reserved in self.reserved)
         self.url = "http://127.0.0.1:%d" % self.port
-        self.r0 = Rank(0, model, env0, "127.0.0.1", master_port, self.port, logdir)
-        self.r1 = Rank(1, model, env1 or env0, "127.0.0.1", master_port, None, logdir)
+        self.r0 = Rank(0, model, env0, "127.0.0.1", master_port, self.port, logdir, args)
+        self.r1 = Rank(1, model, env1 or env0, "127.0.0.1", master_port, None, logdir, args)
 
     def ready(self):
         self.r0.wait_for(r"^\[tensorfold\] serving ")
@@ -414,6 +415,104 @@ def test_max_tokens_n_and_context_limits(pair):
     assert status == 400 and body["error"]["param"] == "temperature"
 
 
+# --- ignore_eos and min_tokens: replies that honour max_tokens -------------------------------
+
+def chunks_text(events, field):
+    """The concatenated ``field`` of a stream's deltas (chat) or texts (completions)."""
+    out = []
+    for chunk in events[:-1]:
+        choice = chunk["choices"][0]
+        part = choice["delta"].get(field) if "delta" in choice else choice.get(field)
+        out.append(part or "")
+    return "".join(out)
+
+
+def test_ignore_eos_runs_to_max_tokens_streamed_or_not(pair):
+    plain = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=5))[1]
+    assert plain["choices"][0]["finish_reason"] == "stop"
+    assert plain["usage"]["completion_tokens"] < 150  # the fake model ends a reply after a few dozen tokens
+    body = dict(CHAT, seed=5, max_tokens=600, ignore_eos=True)
+    status, held = request(pair.url, "/v1/chat/completions", body)
+    assert status == 200, held
+    choice = held["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert held["usage"]["completion_tokens"] == 600  # reasoning tokens count toward max_tokens
+    message, before = choice["message"], plain["choices"][0]["message"]
+    assert message["reasoning"] == before["reasoning"]  # the same reply, then on past the EOS
+    assert message["content"].startswith(before["content"]) and len(message["content"].split()) > 300
+    stats = held["tensorfold"]
+    assert 600 / 4 <= stats["rounds"] <= 600  # MTP drafts (no drafter): 1-4 tokens a round
+    assert stats["decode_s"] >= stats["rounds"] * 0.001 - 0.001  # GLM53_LAB_ROUND_S a round at least
+
+    events = stream(pair.url, "/v1/chat/completions", dict(body, stream_options={"include_usage": True}))
+    assert events[-1] == "[DONE]"
+    assert events[-2]["choices"][0]["finish_reason"] == "length"
+    assert events[-2]["usage"]["completion_tokens"] == 600
+    assert chunks_text(events, "content") == message["content"]
+    assert chunks_text(events, "reasoning") == message["reasoning"]
+
+    text = {"prompt": "count the sheep", "max_tokens": 300, "ignore_eos": True}
+    status, done = request(pair.url, "/v1/completions", text)
+    assert status == 200, done
+    assert done["choices"][0]["finish_reason"] == "length" and done["usage"]["completion_tokens"] == 300
+    events = stream(pair.url, "/v1/completions", dict(text, stream_options={"include_usage": True}))
+    assert events[-2]["choices"][0]["finish_reason"] == "length"
+    assert events[-2]["usage"]["completion_tokens"] == 300
+    assert chunks_text(events, "text") == done["choices"][0]["text"]
+    assert request(pair.url, "/v1/completions", dict(text, ignore_eos=False))[1]["choices"][0]["finish_reason"] \
+        == "stop"
+
+
+def test_min_tokens_holds_off_eos_and_stop_strings(pair):
+    plain = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=9))[1]
+    natural, content = plain["usage"]["completion_tokens"], plain["choices"][0]["message"]["content"]
+    for body in (dict(CHAT, seed=9, min_tokens=natural + 40),
+                 dict(CHAT, seed=9, min_tokens=natural + 40, stream=True, stream_options={"include_usage": True})):
+        if body.get("stream"):
+            last = stream(pair.url, "/v1/chat/completions", body)[-2]
+            finish, usage = last["choices"][0]["finish_reason"], last["usage"]
+        else:
+            held = request(pair.url, "/v1/chat/completions", body)[1]
+            finish, usage = held["choices"][0]["finish_reason"], held["usage"]
+            assert held["choices"][0]["message"]["content"].startswith(content)
+            assert len(held["choices"][0]["message"]["content"]) > len(content)
+        # EOS comes at the first position it may: after min_tokens tokens.
+        assert (finish, usage["completion_tokens"]) == ("stop", natural + 40)
+    same = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=9, min_tokens=natural))[1]
+    assert same["choices"][0]["message"] == plain["choices"][0]["message"]
+    capped = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=9, max_tokens=natural + 20,
+                                                            min_tokens=natural + 20))[1]
+    assert capped["choices"][0]["finish_reason"] == "length"
+    assert capped["usage"]["completion_tokens"] == natural + 20
+
+    # A stop string ends the reply, but not inside its first min_tokens tokens (as in vLLM).
+    first = re.match(r"\s?\w+|\S", content).group()
+    cut = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=9, stop=[first]))[1]["choices"][0]
+    assert (cut["message"]["content"], cut["finish_reason"]) == ("", "stop")
+    kept = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=9, stop=[first], min_tokens=natural))[1]
+    assert kept["choices"][0]["message"]["content"] == content
+    assert kept["choices"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_ignore_eos_and_min_tokens_bad_values_are_400(pair, path):
+    base = CHAT if "chat" in path else {"prompt": "count", "max_tokens": 400}
+    for value in ("yes", 1, 0, [], {}):
+        status, body = request(pair.url, path, dict(base, ignore_eos=value))
+        assert status == 400 and body["error"]["param"] == "ignore_eos", (value, body)
+    for value in (-1, "5", 1.5, True, []):
+        status, body = request(pair.url, path, dict(base, min_tokens=value))
+        assert status == 400 and body["error"]["param"] == "min_tokens", (value, body)
+    status, body = request(pair.url, path, dict(base, min_tokens=401, stream=True))
+    assert status == 400 and body["error"]["param"] == "min_tokens" and "max_tokens=400" in body["error"]["message"]
+    unbounded = dict(base)
+    del unbounded["max_tokens"]
+    status, body = request(pair.url, path, dict(unbounded, min_tokens=4097))  # past --max-tokens 4096
+    assert status == 400 and body["error"]["param"] == "min_tokens"
+    status, body = request(pair.url, path, dict(base, ignore_eos=None, min_tokens=None))
+    assert status == 200 and body["choices"][0]["finish_reason"] == "stop"
+
+
 def test_tokenize_and_token_id_completions(pair):
     status, body = request(pair.url, "/tokenize", {"prompt": "hello there, world"})
     assert status == 200
@@ -474,6 +573,80 @@ def test_hang_switch_keeps_health_but_never_yields_a_token(pair):
         time.sleep(0.1)
     assert request(pair.url, "/health")[1]["inflight"] == 0  # the given-up requests were dropped
     assert request(pair.url, "/v1/chat/completions", CHAT)[0] == 200
+
+
+# --- slots: a request beyond them waits ---------------------------------------------------------
+
+def test_a_ninth_request_waits_fifo_for_a_free_slot(model, workdir, sessions):
+    """8 slots held by ignore_eos replies of known length (--no-drafts: one token a round):
+    the 9th and 10th wait, in order, and take a slot as one frees."""
+    round_s, short, held, extra = 0.01, 150, 300, 50
+    log = os.path.join(sessions, "requests.jsonl")
+    evict(model[1])  # 8 slots: the weights are not in the page cache
+    pair = Pair(model[0], workdir, engine_env(sessions, GLM53_LAB_ROUND_S=str(round_s)), args=["--no-drafts"])
+    threads, answers, done = [], {}, {}
+
+    def send(name, tokens):
+        body = {"messages": [{"role": "user", "content": "hold a slot: %s" % name}], "max_tokens": tokens,
+                "ignore_eos": True}
+        answers[name] = request(pair.url, "/v1/chat/completions", body, timeout=60)
+        done[name] = time.monotonic()
+
+    def start(name, tokens):
+        threads.append(threading.Thread(target=send, args=(name, tokens), daemon=True))
+        threads[-1].start()
+
+    try:
+        pair.ready()
+        assert re.findall(r"([0-9]+) request slot\(s\)", pair.r0.text())[-1] == "8"
+        start("short", short)  # the first to free its slot
+        for index in range(7):
+            start("held%d" % index, held)
+        deadline = time.monotonic() + 60  # only guards a hang: all 8 run within moments
+        while request(pair.url, "/health")[1]["inflight"] < 8:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        start("ninth", extra)
+        time.sleep(0.2)
+        start("tenth", extra + 1)
+        time.sleep(0.2)
+        # inflight counts running completions: the two waiting ones are not in it.
+        assert request(pair.url, "/health")[1]["inflight"] == 8
+        assert metric_values(request(pair.url, "/metrics")[1])['tensorfold_requests_inflight{model="%s"}' % NAME] == 8
+        for thread in threads:
+            thread.join(90)
+        for name, (status, body) in answers.items():
+            assert status == 200, (name, body)
+            assert body["choices"][0]["finish_reason"] == "length"
+            tokens = body["usage"]["completion_tokens"]
+            assert body["tensorfold"]["rounds"] == tokens  # --no-drafts: one token a round
+            assert body["tensorfold"]["decode_s"] >= tokens * round_s - 0.001  # N tokens: N rounds of ROUND_S
+        assert len(answers) == 10
+        ninth, tenth = answers["ninth"][1]["tensorfold"], answers["tenth"][1]["tensorfold"]
+        assert ninth["queue_s"] > 0.1 and tenth["queue_s"] > 0.1, (ninth, tenth)
+        # The 9th took the short reply's slot and finished while the 7 long ones still ran; the 10th
+        # (FIFO) had to wait for the 9th's slot.
+        assert done["ninth"] < min(done["held%d" % index] for index in range(7)), done
+        assert done["ninth"] < done["tenth"], done
+
+        records = [json.loads(line) for line in open(log).read().splitlines()]
+        by_budget = dict((record["max_tokens"], record) for record in records)  # short, 9th, 10th: unique
+        assert (by_budget[extra]["queue_s"], by_budget[extra + 1]["queue_s"]) == (ninth["queue_s"], tenth["queue_s"])
+
+        def admitted(record):
+            return record["start"] + record["queue_s"]
+
+        def ended(record):
+            return admitted(record) + record["prefill_s"] + record["decode_s"]
+
+        # Admitted as a slot freed, not before: the 9th at the short reply's end, the 10th at the 9th's
+        # (either would be over a second early if it had not waited). The log's start is the arrival,
+        # a little before the wait began: 0.25 s of room for a loaded machine.
+        assert admitted(by_budget[extra]) >= ended(by_budget[short]) - 0.25, records
+        assert admitted(by_budget[extra + 1]) >= ended(by_budget[extra]) - 0.25, records
+        assert admitted(by_budget[extra]) < min(ended(record) for record in records if record["max_tokens"] == held)
+    finally:
+        pair.stop()
 
 
 # --- the lp9001 overlay and mismatched builds --------------------------------------------
@@ -539,6 +712,21 @@ def test_logprobs_with_the_overlay(model, workdir, lp_package, sessions, pair):
             assert raw.startswith(fixed)
             leaked += raw != fixed
         assert leaked
+        # ignore_eos and min_tokens in the patched build: past the EOS the text is the same with
+        # logprobs as without, every answer token with its entry.
+        long_plain = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=3, max_tokens=500, ignore_eos=True))[1]
+        long_lp = request(pair.url, "/v1/chat/completions", dict(CHAT, seed=3, max_tokens=500, ignore_eos=True,
+                                                                 logprobs=True, top_logprobs=2))[1]
+        for body in (long_plain, long_lp):
+            assert (body["choices"][0]["finish_reason"], body["usage"]["completion_tokens"]) == ("length", 500)
+        assert long_lp["choices"][0]["message"] == long_plain["choices"][0]["message"]
+        entries = long_lp["choices"][0]["logprobs"]["content"]
+        assert "".join(entry["token"] for entry in entries) == long_lp["choices"][0]["message"]["content"]
+        assert all(entry["logprob"] <= 0 and len(entry["top_logprobs"]) == 2 for entry in entries)
+        short = {"messages": [{"role": "user", "content": "Say hi"}], "chat_template_kwargs": {"enable_thinking": False}}
+        natural = request(pair.url, "/v1/chat/completions", short)[1]["usage"]["completion_tokens"]
+        held = request(pair.url, "/v1/chat/completions", dict(short, min_tokens=natural + 5))[1]  # past 9002's stop
+        assert (held["choices"][0]["finish_reason"], held["usage"]["completion_tokens"]) == ("stop", natural + 5)
         full = request(pair.url, "/v1/chat/completions", dict(CHAT, tensorfold_stats="full"))[1]
         assert "keeps" in full["tensorfold"]
         assert "tensorfold" not in request(pair.url, "/v1/chat/completions", dict(CHAT, tensorfold_stats="off"))[1]

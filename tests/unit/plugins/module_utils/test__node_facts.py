@@ -5,6 +5,7 @@ import os
 import subprocess
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _node_facts as nf
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_probe import parse_docker_ps
 
 OURS = {"repo_id": "org/ours", "revision": "a" * 40}
 MIB = 1 << 20
@@ -76,7 +77,7 @@ def test_parse_docker_ps_and_match_pids_by_cgroup():
     outer = "9" * 64
     text = ('{"ID":"%s","Names":"glm53-tf-r0","Labels":"dgx_spark.glm53.engine=tensorfold,x=y"}\n'
             '{"ID":"%s","Names":"other","Labels":""}\n' % (inner, "4" * 64))
-    containers = nf.parse_docker_ps(text)
+    containers = parse_docker_ps(text)
     assert containers[inner] == {"id": inner, "name": "glm53-tf-r0",
                                  "labels": {"dgx_spark.glm53.engine": "tensorfold", "x": "y"}}
     cgroups = {

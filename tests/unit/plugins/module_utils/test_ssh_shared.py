@@ -26,5 +26,5 @@ def test_options_share_one_master_per_target_and_the_callers_win(tmp_path):
 
 
 def test_close_without_use_does_nothing():
-    shared = SharedConnection(make_dir=lambda: (_ for _ in ()).throw(AssertionError("made a directory")))
+    shared = SharedConnection(make_dir=lambda: (item for item in ()).throw(AssertionError("made a directory")))
     shared.close()

@@ -22,7 +22,7 @@ def config(workers=(WORKER,), **over):
     out = {
         "head": HEAD, "workers": list(workers), "path": "tensorfold", "nodes": nodes, "master_port": 29551,
         "mtu": 0, "ssh_user": "spark", "ssh_timeout": 20, "port_probe_timeout": 5, "gpu_name": "NVIDIA GB10",
-        "gpu_process_allow": [], "engine_names": ["^glm53-tf-r[0-9]+$"], "engine_label": "dgx_spark.glm53.engine",
+        "gpu_process_allow": [],
         "mem_free_gib": 100, "mem_available_gib": 100,
     }
     out.update(over)

@@ -366,6 +366,22 @@ def test_a_foreign_pid_beside_the_engine_still_fails():
     assert "stop it first" in idle["fix"]
 
 
+def test_our_engine_is_either_paths_by_the_one_table_and_a_look_alike_is_foreign():
+    # Old: the names and the label came from role variables, a copy of what wait_for_slots
+    # and the start's cleanup knew; now all read module_utils/_engines.
+    containers = {
+        "4242": {"id": "3f" * 32, "name": "glm53-vllm", "labels": {}},
+        "4343": {"id": "4e" * 32, "name": "serve", "labels": {"dgx_spark.glm53.engine": "vllm"}},
+        "5656": {"id": "5d" * 32, "name": "glm53-tf-r0-backup", "labels": {}},
+    }
+    report = evaluate(*serving_cluster("4242, python3\n4343, python3\n", containers))
+    (idle,) = find(report, "gpu.idle", WORKER)
+    assert idle["status"] == "ok" and idle["found"] == "only our engine: glm53-vllm, serve"
+    report = evaluate(*serving_cluster("4242, python3\n5656, python3\n", containers))
+    (idle,) = find(report, "gpu.idle", WORKER)
+    assert idle["status"] == "fail" and idle["found"] == "pid 5656 (python3)"
+
+
 def test_listener_that_could_not_bind_and_no_connection_fails():
     cfg, results, probes, listen = serving_cluster("4242, python3\n", OUR_ENGINE)
     fx.probe_of(probes, WORKER)["connect"].update(connected=False, error="ECONNREFUSED")

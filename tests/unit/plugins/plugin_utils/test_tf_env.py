@@ -239,6 +239,7 @@ def test_new_engine_knobs_pass_unless_they_look_like_a_typo():
     ("MASTER_PORT", "cx7_link_master_port_tensorfold"), ("HEAD_HF", "glm53_hf_cache_dir"),
     ("WORKER_HF", "glm53_hf_cache_dir"), ("MODEL_PATH", "hf_weights"), ("DRAFTER", "hf_weights"),
     ("IMAGE", "tensorfold_image"), ("HOST", "glm53_api_bind"), ("PORT", "glm53_api_port"),
+    ("NAME", "glm53-tf-r0 and glm53-tf-r1"), ("STATE_DIR", "tensorfold_kit_state_dir"),
 ])
 def test_site_keys_cannot_be_overridden(key, change):
     errors = tf.check_overrides({key: "x"}, known())

@@ -134,6 +134,19 @@ class App(object):
                            "was started for %d" % (prompt + 1, prompt, self.context), param, "context_length_exceeded")
         return min(self.engine.max_tokens, room), False
 
+    def eos_options(self, body, job):
+        """vLLM's ``ignore_eos`` and ``min_tokens`` (sim.decoding has their rules)."""
+        ignore = body.get("ignore_eos")
+        if ignore is not None and not isinstance(ignore, bool):
+            raise ApiError(400, "ignore_eos must be true or false", "ignore_eos")
+        least = body.get("min_tokens")
+        if least is not None and (not _is_int(least) or least < 0):
+            raise ApiError(400, "min_tokens must be an integer >= 0", "min_tokens")
+        if least is not None and least > job.max_tokens:
+            raise ApiError(400, "min_tokens must be less than or equal to max_tokens=%d, got %d"
+                           % (job.max_tokens, least), "min_tokens")
+        job.ignore_eos, job.min_tokens = bool(ignore), least or 0
+
     def prompt_ids(self, body, kind):
         if kind == "chat":
             thinking, effort = self.thinking(body)
@@ -170,6 +183,7 @@ class App(object):
         if stop is not None and (not isinstance(stop, list) or not all(isinstance(item, str) for item in stop)):
             raise ApiError(400, "stop must be a string or a list of strings", "stop")
         job.stop = [item for item in (stop or []) if item]
+        self.eos_options(body, job)
         try:
             job.knobs = self.engine.knobs_mod.request_knobs(body.get("tf_knobs"))
         except ValueError as exc:
@@ -447,6 +461,9 @@ class Stream(Collect):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's listen backlog is 5: a burst of more concurrent requests could lose a SYN
+    # while the accept loop waits for the GIL, and that client would come 1 s late (TCP's retry).
+    request_queue_size = 128
 
     def __init__(self, address, app):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET

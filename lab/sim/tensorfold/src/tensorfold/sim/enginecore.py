@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from tensorfold.sim import env, link as linkmod, memory, model, residency
+from tensorfold.sim import decoding, env, link as linkmod, memory, model, residency
 
 GB = 1e9
 GIB = float(1 << 30)
@@ -42,6 +42,8 @@ class Job(object):
         self.thinking = thinking
         self.effort = effort
         self.stop = []
+        self.ignore_eos = False
+        self.min_tokens = 0
         self.logprobs = None
         self.knobs = {}
         self.stats_mode = None
@@ -271,8 +273,9 @@ class Engine(object):
                 env.log("[tensorfold] rank 1: %s" % exc)
                 return {"ok": False, "error": str(exc)}
             top = fields.get("logprobs", -1)
+            full = model.full_positions(fields["reasoning"], fields["answer"])
             rows = decode.half_rows(fields["key"], 1, fields["positions"], fields["temperature"],
-                                    None if top < 0 else top)
+                                    None if top < 0 else top, full)
             return {"ok": True, "rows": rows}
 
         self.link.on_request = answer
@@ -308,6 +311,7 @@ class Engine(object):
         if self.health.fatal is not None:
             raise EngineFatal("the engine failed earlier and needs a restart: %s" % self.health.fatal)
         job.slot, job.queue_s = self.batcher.acquire(job, gone)
+        self.health.admit(job)
         try:
             self._generate(job, emit, gone)
         finally:
@@ -327,24 +331,17 @@ class Engine(object):
         self.prefix.add(job.prompt_ids)
         key = model.request_key(job.prompt_ids, -1 if job.seed is None else job.seed, job.temperature)
         reasoning, answer = model.plan(key, job.thinking, job.effort)
-        leak = model.fake_turn(key, job.thinking, answer)
-        if model.token_id("<|assistant|>") in self.stop:
-            leak = 0
         # What the model writes: sampled tokens (None) and forced ones (their text).
-        script = [("reasoning", None)] * reasoning
-        script += [("think_end", model.THINK_CLOSE)] if job.thinking else []
-        script += [("content", None)] * answer
-        script += [("marker", "")] + [("content", None)] * leak if leak else []
-        wanted = len(script)
-        script = script[:job.max_tokens]
-        positions = sum(1 for kind, text in script if text is None)
+        script, finish = decoding.script(key, job, self.stop)
+        positions = decoding.sampled(script)
+        full = model.full_positions(reasoning, answer)
         values = {"key": key, "prompt": job.prompt, "cached": job.cached, "positions": positions,
                   "temperature": job.temperature, "reasoning": reasoning, "answer": answer, "slot": job.slot,
                   "max_tokens": job.max_tokens, "logprobs": -1 if job.logprobs is None else job.logprobs}
         reply = self.link.call({"t": "req", "header": self.knobs_mod.header(values)})
         if not reply.get("ok"):
             raise RuntimeError(reply.get("error") or "rank 1 failed the request")
-        rows0 = self.decode_mod.half_rows(key, 0, positions, job.temperature, job.logprobs)
+        rows0 = self.decode_mod.half_rows(key, 0, positions, job.temperature, job.logprobs, full)
         rows1 = reply["rows"]
         ids = self.decode_mod.decode_rows(rows0, rows1)
         entries = [None] * positions
@@ -363,30 +360,26 @@ class Engine(object):
                 tokens.append((kind, model.token_str(ids[index]), entries[index] if kind == "content" else None))
             else:
                 tokens.append((kind, text, None))
-        produce = len(tokens)
         self._decode(job, key, tokens, emit)
         if job.finish is None:
-            job.finish = "length" if produce < wanted else "stop"
+            job.finish = finish
 
     def _decode(self, job, key, tokens, emit):
         decode_start = time.monotonic()
-        content = ""
-        index = 0
+        stops = decoding.StopStrings(job.stop, job.min_tokens)
+        index, due = 0, decode_start
         while index < len(tokens):
             take = self.tokens_per_round(key, job.rounds)
-            time.sleep(env.round_seconds())
+            due += env.round_seconds()  # paced by the clock: a late wake-up does not add up over rounds
+            time.sleep(max(due - time.monotonic(), 0.0))
             events = []
             for kind, text, entry in tokens[index:index + take]:
                 job.completion += 1
-                if kind == "content" and job.stop:
-                    after = content + text
-                    hit = min([after.find(stop) for stop in job.stop if stop and stop in after] or [-1])
-                    if hit >= 0:
-                        if hit > len(content):
-                            events.append((kind, after[len(content):hit], None))
-                        job.finish = "stop"
-                        break
-                    content = after
+                cut = stops.feed(job.completion, text) if kind == "content" else None
+                if cut is not None:
+                    events += [(kind, cut, None)] if cut else []
+                    job.finish = "stop"
+                    break
                 events.append((kind, text, entry))
             job.series["keeps"].append(take)
             job.series["depths"].append(max(take - 1, 0))

@@ -4,6 +4,10 @@
 request's prompt and completion tokens when it ends; patch 9003 (the lp9001
 ``cuda/health.py``) counts them live, by overriding ``first_token`` and
 ``tokens``. ``finish`` adds whatever was not counted yet, so totals agree.
+
+``inflight``, ``oldest_s``, ``stalled`` and ``tensorfold_requests_inflight`` are
+the running completions ("Completion requests running now"): a request waiting
+for a slot is not in them until ``admit``; the b9 body has no field for waiting ones.
 """
 
 import threading
@@ -55,10 +59,21 @@ class Health(object):
 
     # -- a request's life
     def start(self, job):
+        """The request arrived; it may wait for a slot before ``admit``."""
         with self.lock:
             job.t_start = job.t_last = time.monotonic()
             job.counted_prompt = job.counted_completion = 0
+            job.running = False
             self.jobs[id(job)] = job
+
+    def admit(self, job):
+        """The request got a slot: it runs from now on (the stall clock starts here)."""
+        with self.lock:
+            job.t_last = time.monotonic()
+            job.running = True
+
+    def running(self):
+        return [job for job in self.jobs.values() if job.running]
 
     def first_token(self, job):
         """The request produced its first token (prefill done)."""
@@ -104,7 +119,7 @@ class Health(object):
         if self.stall_s <= 0:
             return []
         out = []
-        for job in list(self.jobs.values()):
+        for job in self.running():
             allowed = self.stall_s
             if job.first is None:
                 allowed += job.prompt / max(self.stall_tps, 1e-9)
@@ -118,9 +133,9 @@ class Health(object):
         self.check_switch()
         now = time.monotonic()
         with self.lock:
-            jobs = list(self.jobs.values())
+            jobs = self.running()
             oldest = max([now - job.t_start for job in jobs] or [0.0])
-            idle = None if jobs or self.last_end is None else round(now - self.last_end, 1)
+            idle = None if self.jobs or self.last_end is None else round(now - self.last_end, 1)
             stalled = self.stalled(now)
             body = {
                 "ok": self.fatal is None and not stalled,
@@ -145,7 +160,7 @@ class Health(object):
         label = '{model="%s"}' % model.replace("\\", "\\\\").replace('"', '\\"')
         with self.lock:
             values = dict(self.totals)
-            values["requests_inflight"] = len(self.jobs)
+            values["requests_inflight"] = len(self.running())
             values["requests_stalled"] = len(self.stalled(now))
             values["engine_fatal"] = 1 if self.fatal is not None else 0
             values["uptime_seconds"] = now - self.started

@@ -139,6 +139,9 @@ def plan(key, thinking, effort):
     return reasoning, answer
 
 
+FAKE_TURN_MAX = 9
+
+
 def fake_turn(key, thinking, answer):
     """Tokens of a fake next turn GLM writes after a short exact-format reply.
 
@@ -147,7 +150,17 @@ def fake_turn(key, thinking, answer):
     """
     if thinking or answer > 10:
         return 0
-    return 4 + (key >> 16) % 6
+    return 4 + (key >> 16) % (FAKE_TURN_MAX - 3)
+
+
+def full_positions(reasoning, answer):
+    """Sampled positions scored by the full LM head: all those of the planned reply.
+
+    Positions past them are written only when EOS is ignored or held off (``ignore_eos``,
+    ``min_tokens``); ``half_rows`` scores those with a cheap sampler, so a reply of
+    thousands of tokens costs microseconds a token instead of a full half a token.
+    """
+    return reasoning + answer + FAKE_TURN_MAX
 
 
 def _gumbel(rng):
@@ -160,16 +173,18 @@ def _lse(values):
     return top + math.log(sum(math.exp(value - top) for value in values))
 
 
-def half_rows(key, rank, positions, temperature_milli, top=None):
+def half_rows(key, rank, positions, temperature_milli, top=None, full=None):
     """One rank's share of the LM head for ``positions`` sampled positions.
 
     Each row: ``[best id, best score]`` (Gumbel-max at the temperature, plain
     argmax when greedy), plus ``lse``, this half's ``top`` ``[id, logit]`` pairs
     and the best id's logit when logprobs were asked for (``top`` not None).
+    Positions from ``full`` on (``full_positions``) come from ``_filler_rows``.
     """
     rows = []
     first = rank * HALF
-    for position in range(positions):
+    scored = positions if full is None else min(positions, full)
+    for position in range(scored):
         rng = random.Random("%d:%d:%d" % (key, position, rank))
         logits = [rng.gauss(0.0, 2.0) for count in range(HALF)]
         if temperature_milli > 0:
@@ -186,7 +201,44 @@ def half_rows(key, rank, positions, temperature_milli, top=None):
             row.append([[first + index, logits[index]] for index in order])
             row.append(logits[best])
         rows.append(row)
+    return rows + _filler_rows(key, rank, scored, positions, top)
+
+
+FILLER_BLOCK = 256
+
+
+def _filler_rows(key, rank, start, end, top):
+    """Rows of the same shape from a few draws: the text the model writes on past its EOS.
+
+    A position's sampled id and score depend only on the request and the position (one
+    generator a block of 256 positions), never on ``top``, so the text is the same with
+    or without logprobs; the logprob fields are a plausible half (``top`` candidates and
+    the chosen id above a flat rest), all <= 0 once merged.
+    """
+    rows = []
+    first = rank * HALF
+    for block in range(start // FILLER_BLOCK, -(-end // FILLER_BLOCK)):
+        rng = random.Random((key * 4099 + block) * 2 + rank)
+        for position in range(block * FILLER_BLOCK, min((block + 1) * FILLER_BLOCK, end)):
+            best, score = rng.randrange(HALF), round(rng.random(), 6)
+            if position >= start:
+                rows.append([first + best, score] + ([] if top is None else
+                                                     _filler_logprobs(key, rank, position, best, top)))
     return rows
+
+
+def _filler_logprobs(key, rank, position, best, top):
+    """[lse, top [id, logit] pairs, the chosen id's logit] of a filler position."""
+    first = rank * HALF
+    rng = random.Random("%d:%d:%d:lp" % (key, position, rank))
+    logits = {best: rng.gauss(3.0, 1.0)}
+    while len(logits) < min(max(top, 1) + 1, HALF):
+        logits.setdefault(rng.randrange(HALF), rng.gauss(2.0, 1.5))
+    order = sorted(logits, key=logits.__getitem__, reverse=True)[:max(top, 1)]
+    high = max(logits.values())
+    rest = (HALF - len(logits)) * math.exp(-high)  # the other logits of the half, at 0
+    lse = high + math.log(sum(math.exp(value - high) for value in logits.values()) + rest)
+    return [lse, [[first + index, logits[index]] for index in order], logits[best]]
 
 
 def pick(row0, row1):
