@@ -7,7 +7,8 @@ finds from the node's own state, not from the killed process's memory:
 
 - vendor tools: no hang switch (/etc/glm53-lab/hang) and no hung call left running;
   no command moved to /var/lib/glm53-lab/hidden; gpu.json and links.json as shipped;
-- mounts: no tmpfs of small_disk, no bind mount of kernel_kho over /proc;
+- mounts: no tmpfs of small_disk, no bind mount of kernel_kho over /proc (glm53-lab-gpud's
+  node meminfo over /proc/meminfo stays: it is the node's, not a fault's);
 - links: each cabled netdev up, MTU 9000, exactly its lab address (none moved to lo,
   no link-local address), named as links.json says;
 - firewall: no DROP rule of block_port in INPUT;
@@ -40,6 +41,9 @@ AUTHORIZED_KEYS = "/home/spark/.ssh/authorized_keys"
 AUTHORIZED_KEYS_SAVED = "/home/spark/.ssh/.authorized_keys.glm53-lab-fault"
 SMALL_DISK_SOURCE = "glm53-lab-small-disk"
 KHO_DIR = "/run/glm53-lab/kernel_kho"
+# glm53-lab-gpud's node meminfo, bound over /proc/meminfo: its root in /proc/self/mountinfo
+# (its path in the /run tmpfs). Not a fault's: the baseline keeps it.
+GPUD_ROOT = "/glm53-lab/meminfo"
 PROC_TARGETS = ("/proc/sys/kernel/osrelease", "/proc/version", "/proc/meminfo", "/proc/cmdline")
 # Where the deploy leaves state on a node (roles' defaults: the contract, the kit's state).
 DEPLOY_DIRS = ("/home/spark/.config/dgx_spark.glm53", "/home/spark/.local/state/glm53-tf-prod")
@@ -98,9 +102,11 @@ def script(*, links: list[Link], daemon_json: str, gpu_json: str, links_json: st
         # Commands moved off PATH: back where their .path note says (hide_command writes it).
         f"for f in {HIDDEN}/*.path; do [ -e \"$f\" ] || continue; cmd=${{f%.path}}; to=$(cat \"$f\")\n"
         f"  if [ -e \"$cmd\" ]; then mv -f \"$cmd\" \"$to\"; fi; rm -f \"$f\"; echo \"restored: $to\"; done\n",
-        # Mounts: kernel_kho's binds over /proc, small_disk's tmpfs (deepest first).
+        # Mounts: kernel_kho's binds over /proc (the top one while it is not glm53-lab-gpud's
+        # node meminfo, which belongs there), small_disk's tmpfs (deepest first).
         "for t in " + " ".join(PROC_TARGETS) + "; do\n"
-        "  while awk -v t=\"$t\" '$5 == t {f=1} END {exit !f}' /proc/self/mountinfo; do umount \"$t\" || break; "
+        f"  while awk -v t=\"$t\" '$5 == t {{r=$4}} END {{exit !(r != \"\" && r != \"{GPUD_ROOT}\")}}' "
+        "/proc/self/mountinfo; do umount \"$t\" || break; "
         "echo \"restored: unmounted $t\"; done; done\n",
         f"rm -rf {KHO_DIR}\n",
         f"awk '{{for (i = 7; i <= NF; i++) if ($i == \"-\") {{ if ($(i+2) == \"{SMALL_DISK_SOURCE}\") print $5; break }}}}' "

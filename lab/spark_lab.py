@@ -39,7 +39,7 @@ from sparklab.labhub import (
 )  # fmt: skip
 from sparklab.layout import (
     DEFAULT_NODES, HEAD, IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LAB, LAB_ID, LAB_ID_ENV, LABEL, LINK_NETDEVS, MAX_LABS,
-    MAX_NODES, NODES, NODES_ENV,
+    MAX_NODES, NODE_MEMORY, NODES, NODES_ENV,
     REPO, STATE, WORKER, Node, inner_network, lab_nodes, make_node, node_count, node_index, node_name,
 )  # fmt: skip
 from sparklab.lifecycle import Lab, down, locked, reset, restore_baseline, up
@@ -48,7 +48,7 @@ from sparklab.networks import (
 )  # fmt: skip
 from sparklab.nodes import (
     check_ssh, create_node, daemon_json, ensure_busybox, ensure_keys, ensure_node, existing_nodes, host_key, hosts_text,
-    per_node, remove_extra_nodes, ssh_cmd, wait_booted, write_if_changed,
+    per_node, recreate_reason, remove_extra_nodes, ssh_cmd, wait_booted, write_if_changed,
 )  # fmt: skip
 
 if __name__ == "__main__":

@@ -68,6 +68,22 @@ MAX_NODES = 16
 DEFAULT_NODES = 2
 NODES_ENV = "GLM53_LAB_NODES"
 
+# Each node's memory: docker --memory, with the same --memory-swap (no swap, as a Spark runs).
+# On a GB10 memory is unified and the engine's free memory is the kernel's MemFree, so page
+# cache costs request slots. Each node has a memory of its own, which its simulated GPU driver
+# (glm53-lab-gpud) reads from the node's memory cgroup: what runs on the node (its engines
+# too: glm53-lab-docker-cgroup) and what it has cached is what it has used.
+# 4 GiB: a busy node uses about 0.5 GiB - systemd, journald, sshd and sessions, dockerd and
+# containerd, the simulators, Ansible's Python modules, git/rsync, a `docker build` of the kit
+# image (pip in a throwaway container) or a `docker load` of the ~220 MB lab images, the engine
+# rank's Python - and page cache fills the rest, as on a real machine. The simulated engine's
+# slot rule is sized for it (lab/sim/tensorfold/README.md): 8 slots need about 3 GiB free at
+# load, so about 1 GiB of stray page cache costs slots. A limit is a ceiling, not a reservation:
+# two labs of four nodes use a few GiB of the controller's ~24 GiB besides their page cache,
+# which the controller's kernel reclaims under its own pressure. A changed value recreates the
+# nodes at the next `lab up` (nodes.py compares each node's limit with it).
+NODE_MEMORY = 4 << 30
+
 
 @dataclass
 class Node:

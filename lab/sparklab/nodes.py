@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sparklab.commands import LabError, docker, inspect, log, node_exec, run
-from sparklab.layout import KEY, KNOWN_HOSTS, LABEL, MAX_NODES, REPO, STATE, Node, node_index
+from sparklab.layout import KEY, KNOWN_HOSTS, LABEL, MAX_NODES, NODE_MEMORY, REPO, STATE, Node, node_index
 
 
 def existing_nodes() -> dict[int, str]:
@@ -56,6 +56,20 @@ def hosts_text(nodes: list[Node]) -> str:
     return "".join(f"{n.mgmt} {n.name}\n" for n in nodes)
 
 
+def recreate_reason(info: dict, image: str) -> str | None:
+    """Why an existing node container must be made again, or None: another image, or
+    another memory limit than layout.NODE_MEMORY (not part of the image, so compared on
+    its own; recreated rather than `docker update`d, so every node is made one way)."""
+    if (info["Config"]["Labels"] or {}).get("glm53-lab.image") != image:
+        return "image changed"
+    host = info.get("HostConfig") or {}
+    # MemorySwap -1: dockerd dropped the swap limit on a kernel without swap accounting, where
+    # no node can have one (recreating would change nothing).
+    if host.get("Memory") != NODE_MEMORY or host.get("MemorySwap") not in (NODE_MEMORY, -1):
+        return f"memory limit {host.get('Memory') or 'none'} (swap {host.get('MemorySwap')}) is not {NODE_MEMORY}"
+    return None
+
+
 def create_node(node: Node, image: str, lab: list[Node]) -> None:
     run_args = [
         "create", "--name", node.name, "--hostname", node.name,
@@ -67,6 +81,9 @@ def create_node(node: Node, image: str, lab: list[Node]) -> None:
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host",
         "--tmpfs", "/run", "--tmpfs", "/run/lock",
+        # The node's own memory (layout.NODE_MEMORY), no swap beyond it: glm53-lab-gpud
+        # reports it as the node's /proc/meminfo and the GPU's free memory.
+        "--memory", str(NODE_MEMORY), "--memory-swap", str(NODE_MEMORY),
         # overlay2 cannot nest on the container's own overlay root: give it a volume.
         "-v", f"{node.volume}:/var/lib/docker",
         image,
@@ -108,11 +125,13 @@ def ensure_node(node: Node, image: str, lab: list[Node]) -> list[str]:
     """Create, recreate or start one node and wait for it; returns what changed."""
     changes: list[str] = []
     info = inspect("container", node.name)
-    if info is not None and (info["Config"]["Labels"] or {}).get("glm53-lab.image") != image:
-        log(f"{node.name}: image changed, recreating the container (its Docker volume is kept)")
+    reason = recreate_reason(info, image) if info is not None else None
+    if reason:
+        log(f"{node.name}: {reason}, recreating the container (its Docker volume is kept)")
         docker("rm", "-f", node.name)
         create_node(node, image, lab)
-        changes.append(f"recreated {node.name} on {image}")
+        changes.append(f"recreated {node.name} on {image}" if reason == "image changed"
+                       else f"recreated {node.name} ({reason})")
     elif info is None:
         log(f"{node.name}: creating")
         create_node(node, image, lab)

@@ -23,11 +23,11 @@ PermitRootLogin no
 UseDNS no
 CONF
 
-chmod 0755 /usr/local/bin/* /usr/local/sbin/*
+chmod 0755 /usr/local/bin/* /usr/local/sbin/* /usr/local/lib/systemd/system-generators/*
 chmod 0644 /etc/glm53-lab/gpu.json /etc/glm53-lab/links.json
 : >/etc/glm53-lab/hosts  # lab/spark_lab.py fills it per lab size
 systemctl enable glm53-lab-hostkeys.service glm53-lab-netnames.service glm53-lab-rdma-sysfs.service \
-  glm53-lab-hosts.service
+  glm53-lab-hosts.service glm53-lab-gpud.service
 # Units with nothing to do in a container; left enabled they fail and systemd
 # reports "degraded" instead of "running".
 systemctl mask e2scrub_reap.service e2scrub_all.timer getty@tty1.service console-getty.service \

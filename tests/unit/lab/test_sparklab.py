@@ -112,3 +112,22 @@ def test_wait_ready_says_how_a_server_that_exits_ended(tmp_path):
     with pytest.raises(LabError) as err:
         daemons.wait_ready(proc, lambda: False, 15, 0.01, "the x server", log, 2)
     assert str(err.value) == f"the x server exited 3; last lines of {log}:\none\ntwo"
+
+
+def test_a_node_is_recreated_for_another_image_or_another_memory_limit():
+    from sparklab import nodes  # pylint: disable=import-outside-toplevel
+    limit = spark_lab.NODE_MEMORY
+    info = {"Config": {"Labels": {"glm53-lab.image": "glm53-lab/node:abc"}},
+            "HostConfig": {"Memory": limit, "MemorySwap": limit}}
+    assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
+    assert nodes.recreate_reason(info, "glm53-lab/node:def") == "image changed"
+    # A node made before the limit existed (0: unlimited), or with swap beyond it (docker's
+    # default for --memory alone is twice the limit).
+    for memory, swap in ((0, 0), (limit, 2 * limit), (limit // 2, limit // 2)):
+        info["HostConfig"] = {"Memory": memory, "MemorySwap": swap}
+        reason = nodes.recreate_reason(info, "glm53-lab/node:abc")
+        assert reason and reason.startswith("memory limit") and str(limit) in reason
+    # A kernel without swap accounting: dockerd keeps the limit and drops the swap limit (-1).
+    info["HostConfig"] = {"Memory": limit, "MemorySwap": -1}
+    assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
+    assert nodes.recreate_reason({"Config": {"Labels": None}, "HostConfig": {}}, "x") == "image changed"

@@ -1,7 +1,7 @@
 """The simulated TensorFold's page-cache measurement (mincore) against util-linux fincore.
 
-The engine decides its slot count from this number, so it must agree with what
-another tool sees in the same kernel. fincore runs as a separate process; the
+The engine reports this number at every start (and fits its slots with it under
+GLM53_LAB_LOAD=mapped), so it must agree with what another tool sees in the same kernel. fincore runs as a separate process; the
 measurement is bounded by fincore's look and what the kernel reclaimed since
 (page_cache_oracle.Look).
 """

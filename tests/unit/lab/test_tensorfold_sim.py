@@ -3,8 +3,9 @@
 What the kit's scripts and the collection read from the real engine is checked
 from the outside: boot lines on stdout, the HTTP API of rank 0, the request log,
 the rank link (rendezvous, a dead peer, mismatched builds), the lab fault
-switches and the slot count that follows page-cache residency. Residency is set
-with posix_fadvise and read back with util-linux fincore, never with the
+switches and the slot count that follows the memory "the driver" reports (a fake
+glm53-lab-gpud socket per rank) and the weights' page-cache residency. Residency is
+set with posix_fadvise and read back with util-linux fincore, never with the
 simulator's own measurement.
 """
 
@@ -31,6 +32,7 @@ from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle im
     resident_total,
     write_file,
 )
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins.fake_gpu_driver import GIB, FakeDriver, figures
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.ports import Reserved
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import OVERDUE
 
@@ -48,6 +50,27 @@ METRICS = ("requests_total", "request_errors_total", "requests_rejected_total", 
            "cached_tokens_total", "completion_tokens_total", "decode_rounds_total", "decode_seconds_total",
            "prefill_seconds_total", "requests_inflight", "requests_stalled", "engine_fatal", "uptime_seconds")
 CHAT = {"messages": [{"role": "user", "content": "What is 12*13? Answer briefly."}], "max_tokens": 400}
+
+
+# The lab's slot rule at its defaults (sim/memory.py) for this module's model: two 17 MiB
+# shards, the C8 profile's 2 GiB session store on a 4 GiB node.
+LAB_SLOT, LAB_RESERVE, SESSION = 256 * MIB, 1024 * MIB, 64 * MIB
+WEIGHTS = 2 * SHARD
+NEED_8 = WEIGHTS + SESSION + 7 * LAB_SLOT + LAB_RESERVE
+DRIVERS = []  # the module's default driver: room for all 8 slots (closed at the module's end)
+
+
+def ample_driver():
+    if not DRIVERS:
+        DRIVERS.append(FakeDriver(figures(NEED_8 + 512 * MIB)))
+    return DRIVERS[0]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def close_drivers():
+    yield
+    while DRIVERS:
+        DRIVERS.pop().close()
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -87,7 +110,7 @@ def engine_env(sessions, pythonpath=SRC, **extra):
         "GLM53_TF_REQUEST_LOG": os.path.join(sessions, "requests.jsonl"), "GLM53_TF_LAUNCH_T0": "%.3f" % time.time(),
         "NCCL_SOCKET_IFNAME": "lo", "GLM53_TF_BATCH": "8", "GLM53_TF_KV_POOL_TOKENS": "1048576",
         "GLM53_TF_LATENT_KV": "1", "GLM53_TF_KV_DTYPE": "fp8", "GLM53_TF_BATCH_RESERVE_GB": "11",
-        "GLM53_TF_SESSION_GIB": "2", "GLM53_TF_BATCH_ADMIT_GB": "0.25",
+        "GLM53_TF_SESSION_GIB": "2", "GLM53_TF_BATCH_ADMIT_GB": "0.25", "GLM53_LAB_GPU_SOCK": ample_driver().path,
     })
     env.update(extra)
     return env
@@ -834,37 +857,78 @@ def test_unknown_nccl_interface_stops_the_rank(model, workdir, sessions):
     assert "Bootstrap : no socket interface found (NCCL_SOCKET_IFNAME=enp9s9f9np9)" in rank.text()
 
 
-# --- slots follow page-cache residency ------------------------------------------------------
+# --- slots follow the driver's free memory and the weights' residency ---------------------------
 
-def test_slots_follow_page_cache_residency(workdir, sessions):
+def slots(text):
+    return re.findall(r"([0-9]+) request slot\(s\)", text)[-1]
+
+
+def test_slots_follow_free_memory_the_fewer_rank_decides(workdir, sessions, model):
+    snapshot, shards = model
+    evict(shards)
+    # Rank 1's node has room for 4 further slots: both serve 5, rank 0 names rank 1.
+    with FakeDriver(figures(WEIGHTS + SESSION + 4 * LAB_SLOT + LAB_RESERVE, cached=GIB)) as short:
+        pair = Pair(snapshot, workdir, engine_env(sessions), engine_env(sessions, GLM53_LAB_GPU_SOCK=short.path))
+        try:
+            pair.ready()
+            r0, r1 = pair.r0.text(), pair.r1.text()
+        finally:
+            pair.stop()
+        assert short.asked == 1
+    assert re.search(r"^\[tensorfold\] rank 0: \d+ MiB free of 4096 MiB at load \(page cache 0 MiB, counted as used "
+                     r"on GB10; from %s\); 8 of 8 slot\(s\) fit: weights 34 MiB \+ session store 64 MiB \+ 256 MiB "
+                     r"a further slot \+ 1024 MiB reserve$" % re.escape(ample_driver().path), r0, re.M), r0
+    assert "rank 1: 2146 MiB free of 4096 MiB at load (page cache 1024 MiB" in r1 and "5 of 8 slot(s) fit" in r1
+    assert re.search(r"^\[tensorfold\] GLM53_TF_BATCH=8: only 5 sequence\(s\) fit with GLM53_TF_BATCH_RESERVE_GB=11 "
+                     r"kept free \(rank 1 had 2146 MiB free of 4096 MiB at load, with 1024 MiB of page cache counted "
+                     r"as used, as on GB10; .*\) and the session store's 2\.0 GiB; serving that many$", r0, re.M), r0
+    assert slots(r0) == slots(r1) == "5"
+    assert re.findall(r"batching ([0-9]+) requests", r0)[-1] == "5"
+
+
+def test_warm_weights_cost_their_copy_unless_mapped(workdir, sessions):
     snapshot, shards = make_model(os.path.join(workdir, "residency"))
     full = sum(footprint(path) for path in shards)
+    # One MiB short of 8 slots with the weights to copy.
+    tight = FakeDriver(figures(NEED_8 - MIB))
 
-    def start():
-        pair = Pair(snapshot, workdir, engine_env(sessions))
+    def start(**extra):
+        pair = Pair(snapshot, workdir, engine_env(sessions, GLM53_LAB_GPU_SOCK=tight.path, **extra))
         try:
             pair.ready()
             return pair.r0.text()
         finally:
             pair.stop()
 
-    evict(shards)
-    assert resident_total(shards) == 0, "fincore: the shards are still cached after fadvise DONTNEED"
-    cold = start()
-    assert re.findall(r"([0-9]+) request slot\(s\)", cold)[-1] == "8"
-    assert "only" not in cold
+    try:
+        evict(shards)
+        assert resident_total(shards) == 0, "fincore: the shards are still cached after fadvise DONTNEED"
+        cold = start()
+        assert "page cache holds 0% of the weights" in cold and slots(cold) == "7"
+        # The start read the weights (as a load does): they are in the page cache now.
+        assert resident_total(shards) > full // 2, "fincore: the load did not leave the shards cached"
+        warm = start()  # copy (the default): the same weights to copy, the same 7
+        assert re.search(r"page cache holds [1-9][0-9]*% of the weights", warm) and slots(warm) == "7"
+        mapped = start(GLM53_LAB_LOAD="mapped")  # mapped: what is cached needs no room
+        assert "not in the page cache yet (of 34 MiB, GLM53_LAB_LOAD=mapped)" in mapped and slots(mapped) == "8"
+        evict(shards)
+        assert resident_total(shards) == 0
+        assert slots(start(GLM53_LAB_LOAD="mapped")) == "7"  # cold: all of it to load
+    finally:
+        tight.close()
 
-    # The start read the weights (as a load does): they are in the page cache now.
-    assert resident_total(shards) > full // 2, "fincore: the load did not leave the shards cached"
-    warm = start()
-    assert re.search(r"^\[tensorfold\] GLM53_TF_BATCH=8: only 1 sequence\(s\) fit with GLM53_TF_BATCH_RESERVE_GB=11 "
-                     r"kept free \(.*\) and the session store's 2\.0 GiB; serving that many$", warm, re.M), warm
-    assert re.findall(r"([0-9]+) request slot\(s\)", warm)[-1] == "1"
-    assert re.findall(r"batching ([0-9]+) requests", warm)[-1] == "1"
 
-    evict(shards)
-    assert resident_total(shards) == 0
-    assert re.findall(r"([0-9]+) request slot\(s\)", start())[-1] == "8"
+def test_without_a_driver_socket_memfree_decides(workdir, sessions, model):
+    # This machine's MemFree: a little is enough (no session store, 1 MiB a slot and kept free).
+    pair = Pair(model[0], workdir, engine_env(sessions, GLM53_LAB_GPU_SOCK="/nonexistent/gpu.sock", GLM53_TF_BATCH="2",
+                                              GLM53_TF_SESSION_GIB="0", GLM53_LAB_SLOT_MIB="1",
+                                              GLM53_LAB_RESERVE_MIB="1"))
+    try:
+        pair.ready()
+        text = pair.r0.text()
+    finally:
+        pair.stop()
+    assert "from /proc/meminfo MemFree, no /nonexistent/gpu.sock)" in text and slots(text) == "2"
 
 
 def test_unset_batch_means_one_slot(workdir, sessions, model):

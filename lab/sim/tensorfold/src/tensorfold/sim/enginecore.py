@@ -1,13 +1,14 @@
 """The simulated engine: start-up (rendezvous, slot rule, load, boot lines) and
 generation on rank 0 with rank 1 answering over the link.
 
-Slots come from measured page-cache residency, the coupling the collection's
+Slots come from the memory each rank has at load, the coupling the collection's
 eviction step exists for: on a GB10 the page cache counts as used memory when the
-real engine fits its slots at load (kit §5, load-time slot rule). Each rank
-measures, with mincore, how much of its weight files (>= 16 MiB under MODEL_PATH
-and DRAFTER) sits in the page cache before it loads; if more than half on either
-rank, only 1 slot fits, else GLM53_TF_BATCH (1 when unset). Then each rank reads
-every weight file once, as a load does, so a second start without eviction gets 1.
+real engine fits its slots at load (kit §5, load-time slot rule). Each rank measures,
+with mincore, how much of its weight files (>= 16 MiB under MODEL_PATH and DRAFTER)
+sits in the page cache, asks the driver for free memory and fits its slots
+(sim/memory.py); both serve the fewest that fit on either rank. Then each rank reads
+every weight file once, as a load does, so a start that follows without eviction
+finds them in the page cache.
 """
 
 import collections
@@ -16,7 +17,7 @@ import os
 import threading
 import time
 
-from tensorfold.sim import decoding, env, link as linkmod, model, residency
+from tensorfold.sim import decoding, env, link as linkmod, memory, model, residency
 
 GB = 1e9
 GIB = float(1 << 30)
@@ -98,16 +99,6 @@ def served_name(model_path):
     return parts[-1] or "model"
 
 
-def fit_slots(requested, fractions):
-    """(slots, rank that was short or None): the load-time rule, both ranks agreeing."""
-    if requested <= 1:
-        return max(requested, 1), None
-    worst = max(range(len(fractions)), key=lambda rank: fractions[rank])
-    if fractions[worst] > 0.5:
-        return 1, worst
-    return requested, None
-
-
 class Engine(object):
     """Both ranks' engine. ``boot()`` runs the start; rank 0 then serves ``generate``."""
 
@@ -125,6 +116,7 @@ class Engine(object):
         self.pool_tokens = env.number("GLM53_TF_KV_POOL_TOKENS", 0, int)
         self.session_gib = env.number("GLM53_TF_SESSION_GIB", 0.0)
         self.slots = 1
+        self.memory = None
         self.batcher = None
         self.link = None
         self.health = None
@@ -179,7 +171,9 @@ class Engine(object):
         measured = residency.measure(self.roots())
         env.log("[tensorfold] rank %d: page cache holds %.0f%% of the weights before the load (%d file(s), "
                 "%.2f GiB; mincore)" % (self.rank, 100 * measured.fraction, measured.files, measured.size / GIB))
-        hello = {"t": "hello", "rank": 1, "resident": measured.fraction}
+        self.memory = memory.measure(self.requested, self.session_gib, measured.footprint, measured.resident)
+        env.log(memory.memory_line(self.rank, self.memory, self.requested))
+        hello = {"t": "hello", "rank": 1, "resident": measured.fraction, "memory": self.memory}
         try:
             if self.rank == 0:
                 sock, reader, hello = linkmod.serve_rendezvous(self.args.master, self.args.master_port,
@@ -190,7 +184,7 @@ class Engine(object):
         except linkmod.RendezvousError:
             return False
         self.link = linkmod.Link(sock, self.rank, env.heartbeat_seconds(), env.collective_timeout(), reader=reader)
-        if not self.agree_slots(measured.fraction, hello):
+        if not self.agree_slots(hello):
             return False
         residency.read_all(self.roots())
         self.boot_log("weights: %s GB on the GPU (%d file(s) read from %s%s; %.0f%% were in the page cache "
@@ -204,8 +198,8 @@ class Engine(object):
         self.loaded_in = time.monotonic() - self.started
         return True
 
-    def agree_slots(self, fraction, hello):
-        """Both ranks agree on the slot count: rank 0 decides from both measurements."""
+    def agree_slots(self, hello):
+        """Both ranks agree on the slot count: rank 0 decides, the fewest that fit on either."""
         try:
             self.link.sock.settimeout(env.rendezvous_timeout())
             if self.rank == 1:
@@ -215,10 +209,11 @@ class Engine(object):
                     raise OSError("no welcome from rank 0")
                 self.slots = int(welcome["slots"])
             else:
-                fractions = [fraction, float(hello["resident"])]
-                self.slots, short = fit_slots(self.requested, fractions)
+                ranks = [self.memory, hello.get("memory")]
+                self.slots, short = memory.agree(self.requested, ranks)
                 if short is not None:
-                    self.log_shortfall(short, fractions[short])
+                    env.log(memory.shortfall_line(self.requested, self.slots, self.reserve_gb, self.session_gib,
+                                                  short, ranks[short]))
                 self.link.send({"t": "welcome", "slots": self.slots})
             self.link.sock.settimeout(None)
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -227,23 +222,10 @@ class Engine(object):
             return False
         return True
 
-    def per_sequence_gb(self):
-        if self.pool_tokens:
-            return 1.2
-        return 0.4 + self.context * self.kv_bytes() / GB
-
     def kv_bytes(self):
         if env.text("GLM53_TF_LATENT_KV", "0") == "1":
             return KV_BYTES.get(env.text("GLM53_TF_KV_DTYPE", "bf16"), KV_BYTES["bf16"])
         return 400000
-
-    def log_shortfall(self, rank, fraction):
-        store = " and the session store's %.1f GiB" % self.session_gib if self.session_gib > 0 else ""
-        env.log("[tensorfold] GLM53_TF_BATCH=%d: only %d sequence(s) fit with GLM53_TF_BATCH_RESERVE_GB=%s kept "
-                "free (%.1f GB a sequence; rank %d's page cache holds %.0f%% of the weights and on GB10 page cache "
-                "counts as used)%s; serving that many"
-                % (self.requested, self.slots, _fmt(self.reserve_gb), self.per_sequence_gb(), rank,
-                   100 * fraction, store))
 
     def log_layout(self):
         """The engine's layout lines (kit AGENTS §4), on both ranks like the real one."""

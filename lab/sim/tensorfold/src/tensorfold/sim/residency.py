@@ -1,8 +1,8 @@
 """Page-cache residency of the weight files, measured with mincore(2).
 
-The simulator decides its slot count from this (see enginecore): on a GB10 the
-page cache counts as used memory when the real engine fits its slots at load, so
-weights left in the cache by a copy or a previous start cost slots. Standard
+The simulator reports it at every start and, with GLM53_LAB_LOAD=mapped, counts only
+the weights not resident as what the load takes (sim/memory.py): on a GB10 the page
+cache counts as used memory when the real engine fits its slots at load. Standard
 library only: libc's mmap/mincore/munmap through ctypes (Python's mmap object
 exposes no address to hand to mincore).
 
