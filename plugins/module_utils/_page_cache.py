@@ -27,9 +27,9 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import (
     read_meminfo,
 )
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_balloon import (
-    BALLOON_MIN_KEEP_GIB,
     DROP_CACHES_PATH,
     balloon,
+    balloon_min_keep,
     drop_caches,
 )
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_errors import (
@@ -310,7 +310,7 @@ def _remeasure(targets, handled):
 # --- the run ---------------------------------------------------------------------
 
 
-def check_arguments(paths, method, min_size, keep_gib):
+def check_arguments(paths, method, min_size, keep_gib, free_target_gib=None, mem_total=0):
     """Refuse bad input, naming the option; raises PageCacheError."""
     if method not in METHODS:
         raise PageCacheError("method must be one of %s, got %r" % (", ".join(METHODS), method))
@@ -322,24 +322,32 @@ def check_arguments(paths, method, min_size, keep_gib):
         raise PageCacheError("min_size must be 0 or more bytes, got %d: use 0 to evict every file" % min_size)
     if not math.isfinite(keep_gib):
         raise PageCacheError("keep_gib must be a finite number of GiB, got %s: the default is 6" % keep_gib)
-    if method == "balloon" and keep_gib < BALLOON_MIN_KEEP_GIB:
+    floor = balloon_min_keep(mem_total)
+    if method == "balloon" and keep_gib < floor:
         raise PageCacheError(
-            "keep_gib=%s is below the %s GiB floor: the balloon would starve the system of memory; "
-            "give %s or more" % (keep_gib, BALLOON_MIN_KEEP_GIB, BALLOON_MIN_KEEP_GIB))
+            "keep_gib=%s is below the %s GiB floor (2 GiB, or an eighth of MemTotal on a smaller machine): the "
+            "balloon would starve the system of memory; give %s or more" % (keep_gib, round(floor, 3), round(floor, 3)))
+    if free_target_gib is not None:
+        if method != "balloon":
+            raise PageCacheError("free_target_gib is for method=balloon only, got method=%s: leave it out" % method)
+        if not math.isfinite(free_target_gib) or free_target_gib <= 0:
+            raise PageCacheError("free_target_gib must be a positive finite number of GiB (the MemFree to reach), "
+                                 "got %s" % free_target_gib)
     if method == "drop_caches" and os.geteuid() != 0:
         raise PageCacheError(
             "method=drop_caches writes %s and needs root (euid is %d): use method=fadvise "
             "(no root needed) or run the task with become: true" % (DROP_CACHES_PATH, os.geteuid()))
 
 
-def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
-          keep_gib=6.0, missing="fail", check_mode=False, cross_filesystems=False):
+def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,  # pylint: disable=too-many-locals
+          keep_gib=6.0, missing="fail", check_mode=False, cross_filesystems=False, free_target_gib=None):
     """Run one eviction and return the module's result, ``changed`` included.
 
     Raises PageCacheError on bad input before anything is evicted.
     """
     started = time.monotonic()
-    check_arguments(paths, method, min_size, keep_gib)
+    meminfo = read_meminfo()
+    check_arguments(paths, method, min_size, keep_gib, free_target_gib, mem_total=meminfo.get("MemTotal", 0))
     found = collect_targets(paths, follow_symlinks=follow_symlinks, min_size=min_size,
                             cross_filesystems=cross_filesystems)
     if found["missing"] and missing == "fail":
@@ -349,6 +357,10 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     skipped = [{"path": path, "reason": "missing"} for path in found["missing"]] + found["skipped"]
 
     memory_before = memory_summary(read_meminfo())
+    target_bytes = None if free_target_gib is None else int(free_target_gib * GIB)
+    # Already that much MemFree: the balloon has nothing to do.
+    met = target_bytes is not None and memory_before["mem_free"] >= target_bytes
+    expected_free = memory_before["mem_free"] if met else None
     balloon_room = 0
     balloon_bytes = 0
     warnings = []
@@ -357,12 +369,12 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     else:
         handled = _measure_all(targets, skipped)
         keep_bytes = int(keep_gib * GIB)
-        balloon_room = max(0, memory_before["mem_available"] - keep_bytes)
-        if not check_mode:
+        balloon_room = 0 if met else max(0, memory_before["mem_available"] - keep_bytes)
+        if not check_mode and not met:
             if method == "drop_caches":
                 drop_caches()
             else:
-                balloon_bytes, warning = balloon(keep_bytes)
+                balloon_bytes, warning, expected_free = balloon(keep_bytes, target_bytes=target_bytes)
                 if warning:
                     warnings.append(warning)
             _remeasure(targets, handled)
@@ -372,9 +384,9 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     unmeasured = [index for index, pair in handled.items() if pair[0] is None]
     resident_before = sum(before for before, _after in measured)
     resident_after = sum(after for _before, after in measured)
-    changed = decide_changed(check_mode, method, bool(paths), resident_before, resident_after,
-                             memory_before["cached"], memory_after["cached"], balloon_room,
-                             advised_unmeasured=method == "fadvise" and bool(unmeasured))
+    changed = not met and decide_changed(check_mode, method, bool(paths), resident_before, resident_after,
+                                         memory_before["cached"], memory_after["cached"], balloon_room,
+                                         advised_unmeasured=method == "fadvise" and bool(unmeasured))
     result = {
         "changed": changed,
         "method": method,
@@ -394,6 +406,10 @@ def evict(paths=None, method="fadvise", follow_symlinks=True, min_size=0,
     }
     if method == "balloon":
         result["balloon_bytes"] = balloon_bytes
+    if target_bytes is not None:
+        # In check mode: whether MemFree is there already.
+        result["free_target"] = {"bytes": target_bytes, "expected_free": expected_free,
+                                 "reached": expected_free is not None and expected_free >= target_bytes}
     if warnings:
         result["warnings"] = warnings
     return result

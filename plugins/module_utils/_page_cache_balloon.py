@@ -31,6 +31,9 @@ BALLOON_CHUNK = 64 << 20
 # Below this much headroom another balloon chunk is not worth a syscall round.
 BALLOON_MIN_CHUNK = 16 << 20
 BALLOON_MIN_KEEP_GIB = 2.0
+# On a machine under 16 GiB (a test VM, the lab's 4 GiB nodes) the floor is an eighth of
+# MemTotal instead: 2 GiB there would leave the balloon no room at all.
+BALLOON_MIN_KEEP_FRACTION = 8
 # The balloon process is the OOM killer's first choice, before sshd, dockerd or the module.
 BALLOON_OOM_SCORE_ADJ = 1000
 _PATTERN_SIZE = 16 << 20
@@ -46,6 +49,13 @@ def balloon_chunk_size(mem_available, keep_bytes, budget_left,
     size = min(chunk, mem_available - keep_bytes, budget_left)
     size -= size % page_size
     return size if size >= minimum else 0
+
+
+def balloon_min_keep(mem_total):
+    """The lowest keep_gib the balloon accepts on a machine with ``mem_total`` bytes, in GiB."""
+    if mem_total <= 0:
+        return BALLOON_MIN_KEEP_GIB
+    return min(BALLOON_MIN_KEEP_GIB, float(mem_total) / BALLOON_MIN_KEEP_FRACTION / (1 << 30))
 
 
 def drop_caches(path=DROP_CACHES_PATH):
@@ -68,17 +78,26 @@ def _touch(region, size, pattern):
         written += piece
 
 
-def _inflate(keep_bytes, read, report):
-    """Touch anonymous memory chunk by chunk until MemAvailable is down to ``keep_bytes``.
+def _inflate(keep_bytes, read, report, target_bytes=None):
+    """Touch anonymous memory chunk by chunk until MemAvailable is down to ``keep_bytes`` or,
+    with ``target_bytes``, until MemFree plus the balloon reaches it: what MemFree will be once
+    the balloon is freed, since every page the kernel found for it beyond MemFree was reclaimed.
 
-    Runs in the balloon process; the memory goes back when that process exits.
+    Runs in the balloon process; the memory goes back when that process exits. Reports
+    (touched, None) after each chunk and (touched, MemFree + touched) after each reading.
     """
-    budget = memory_summary(read())["mem_available"] - keep_bytes
+    budget = None
     pattern = b"\x01" * _PATTERN_SIZE
     regions = []
     touched = 0
     while True:
-        size = balloon_chunk_size(memory_summary(read())["mem_available"], keep_bytes, budget - touched)
+        summary = memory_summary(read())
+        if budget is None:
+            budget = summary["mem_available"] - keep_bytes
+        report(touched, summary["mem_free"] + touched)
+        if target_bytes is not None and summary["mem_free"] + touched >= target_bytes:
+            return
+        size = balloon_chunk_size(summary["mem_available"], keep_bytes, budget - touched)
         if not size:
             return
         try:
@@ -88,10 +107,10 @@ def _inflate(keep_bytes, read, report):
         regions.append(region)
         _touch(region, size, pattern)
         touched += size
-        report(touched)
+        report(touched, None)
 
 
-def _balloon_process(writer, keep_bytes, read):
+def _balloon_process(writer, keep_bytes, read, target_bytes):
     """Body of the forked balloon process: never returns."""
     status = 0
     try:
@@ -103,7 +122,9 @@ def _balloon_process(writer, keep_bytes, read):
                 "the balloon cannot make itself the OOM killer's first choice (writing %d to "
                 "/proc/self/oom_score_adj failed: %s), so it does not run: use method=fadvise or "
                 "method=drop_caches" % (BALLOON_OOM_SCORE_ADJ, exc.strerror))
-        _inflate(keep_bytes, read, lambda touched: os.write(writer, b"%d\n" % touched))
+        _inflate(keep_bytes, read, lambda touched, expected: os.write(writer, b"%d %s\n" % (
+            touched, b"-" if expected is None else b"%d" % expected)),
+                 target_bytes=target_bytes)
     except BaseException as exc:  # anything, reported to the parent: this process must not return
         status = 1
         try:
@@ -114,19 +135,21 @@ def _balloon_process(writer, keep_bytes, read):
         os._exit(status)
 
 
-def balloon(keep_bytes, read=read_meminfo):
-    """Touch anonymous memory down to ``keep_bytes`` of MemAvailable, then free it.
+def balloon(keep_bytes, read=read_meminfo, target_bytes=None):
+    """Touch anonymous memory down to ``keep_bytes`` of MemAvailable (or, with ``target_bytes``,
+    only until MemFree plus the balloon reaches it), then free it.
 
     The kernel must reclaim clean page cache (anyone's, root's included) to back
     the pages. A forked process holds the balloon with oom_score_adj 1000, so if
     memory runs out anyway the OOM killer takes the balloon and nothing else.
-    Returns (bytes touched, warning or None).
+    Returns (bytes touched, warning or None, the MemFree expected once it is freed: MemFree
+    plus the balloon at its last reading, or None if it made none).
     """
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(reader)
-        _balloon_process(writer, keep_bytes, read)
+        _balloon_process(writer, keep_bytes, read, target_bytes)
     os.close(writer)
     try:
         with os.fdopen(reader, "rb") as progress:
@@ -139,11 +162,14 @@ def balloon(keep_bytes, read=read_meminfo):
     errors = [line[2:] for line in lines if line.startswith("E ")]
     if errors:
         raise PageCacheError(errors[0])
-    counts = [int(line) for line in lines if line.isdigit()]
-    touched = counts[-1] if counts else 0
+    # "<touched> <MemFree + touched>" after a reading, "<touched> -" after a chunk.
+    counts = [line.split() for line in lines if len(line.split()) == 2 and line.split()[0].isdigit()]
+    touched = int(counts[-1][0]) if counts else 0
+    readings = [int(words[1]) for words in counts if words[1].isdigit()]
+    expected = readings[-1] if readings else None
     if os.WIFSIGNALED(status):
         return touched, (
             "the balloon process (pid %d) was killed by signal %d after touching %d bytes: memory ran out "
             "and the OOM killer took the balloon (oom_score_adj %d) as meant; its memory is free again"
-            % (pid, os.WTERMSIG(status), touched, BALLOON_OOM_SCORE_ADJ))
-    return touched, None
+            % (pid, os.WTERMSIG(status), touched, BALLOON_OOM_SCORE_ADJ)), expected
+    return touched, None, expected

@@ -112,10 +112,21 @@ options:
   keep_gib:
     description:
       - For O(method=balloon), the GiB of C(MemAvailable) to leave untouched. Values under
-        V(2) are refused. Not used by the other methods.
+        V(2) (or under an eighth of C(MemTotal) on a machine of less than 16 GiB) are refused.
+        Not used by the other methods.
       - Must be a finite number whatever the method (V(nan) and V(inf) are refused).
     type: float
     default: 6.0
+  free_target_gib:
+    description:
+      - For O(method=balloon) only, the C(MemFree) in GiB to reach, for example what an engine's memory
+        gate waits for. The balloon then grows only until C(MemFree) plus the balloon reaches it (what
+        C(MemFree) will be once the balloon is freed), or C(MemAvailable) is down to O(keep_gib), whichever
+        comes first; RV(free_target) says whether it was reached.
+      - With that much C(MemFree) already, nothing is done and the task reports no change.
+      - Without it, the balloon grows until C(MemAvailable) is down to O(keep_gib).
+      - Must be a positive finite number.
+    type: float
   missing:
     description:
       - What to do when a path in O(paths) does not exist.
@@ -191,6 +202,13 @@ EXAMPLES = r"""
   dgx_spark.glm53.page_cache_evict:
     method: drop_caches
   become: true
+
+- name: Without root, make 108 GiB of MemFree for an engine's memory gate (what fadvise cannot name too)
+  dgx_spark.glm53.page_cache_evict:
+    method: balloon
+    free_target_gib: 108
+  register: __glm53_balloon
+  failed_when: not __glm53_balloon.free_target.reached
 
 - name: Without root, squeeze the page cache out with a balloon, keeping 8 GiB available
   dgx_spark.glm53.page_cache_evict:
@@ -335,6 +353,26 @@ balloon_bytes:
   returned: when O(method=balloon)
   type: int
   sample: 107374182400
+free_target:
+  description: With O(free_target_gib), the target and whether the balloon reached it.
+  returned: when O(free_target_gib) is given
+  type: dict
+  contains:
+    bytes:
+      description: O(free_target_gib) in bytes.
+      type: int
+      sample: 115964116992
+    expected_free:
+      description:
+        - C(MemFree) plus the balloon at its last reading, which is what C(MemFree) is once the balloon
+          is freed unless something else takes memory meanwhile; C(MemFree) itself when the target
+          was met before. V(null) when nothing was measured (check mode with the target not met).
+      type: int
+      sample: 116232552448
+    reached:
+      description: RV(free_target.expected_free) is at least RV(free_target.bytes).
+      type: bool
+      sample: true
 elapsed:
   description: Seconds the module took, walking and measuring included.
   returned: always
@@ -361,6 +399,7 @@ ARGUMENT_SPEC = dict(
     min_size=dict(type="int", default=0),
     method=dict(type="str", default="fadvise", choices=list(METHODS)),
     keep_gib=dict(type="float", default=6.0),
+    free_target_gib=dict(type="float"),
     missing=dict(type="str", default="fail", choices=["fail", "ignore"]),
 )
 REQUIRED_IF = [("method", "fadvise", ["paths"])]
@@ -376,6 +415,7 @@ def main():
         cross_filesystems=params["cross_filesystems"],
         min_size=params["min_size"],
         keep_gib=params["keep_gib"],
+        free_target_gib=params["free_target_gib"],
         missing=params["missing"],
         check_mode=module.check_mode,
     ), PageCacheError)

@@ -469,7 +469,11 @@ def test_unreadable_directory_is_skipped_with_reason(scratch):
     ({"paths": [""]}, "paths has an empty entry"),
     ({"keep_gib": float("nan")}, "keep_gib must be a finite number of GiB, got nan"),
     ({"method": "balloon", "keep_gib": float("inf")}, "keep_gib must be a finite number of GiB, got inf"),
-    ({"method": "balloon", "keep_gib": 1.5}, "keep_gib=1.5 is below the 2.0 GiB floor"),
+    # Under any floor (2 GiB, or an eighth of MemTotal on a smaller machine).
+    ({"method": "balloon", "keep_gib": 0.01}, "keep_gib=0.01 is below the .* GiB floor"),
+    ({"method": "balloon", "free_target_gib": 0.0}, "free_target_gib must be a positive finite number"),
+    ({"method": "balloon", "free_target_gib": float("inf")}, "free_target_gib must be a positive finite number"),
+    ({"method": "fadvise", "free_target_gib": 100.0}, "free_target_gib is for method=balloon only"),
     ({"method": "nonsense"}, "method must be one of"),
 ])
 def test_bad_input_is_refused_before_anything_is_evicted(scratch, kwargs, message):
@@ -511,6 +515,7 @@ def test_drop_caches_as_root_empties_the_targets(scratch):
 
 
 BALLOON_BASE = 8 * GIB  # the MemAvailable the balloon starts from; only the difference to keep is allocated
+LOW_FREE = 64 * MIB  # where MemFree stops falling in OwnMemory(free=...): the kernel reclaims page cache from there
 
 
 def _anonymous():
@@ -527,9 +532,12 @@ class OwnMemory(object):
     would (from outside; for the parent the outcome is the same: killed by signal 9).
     """
 
-    def __init__(self, log, available=BALLOON_BASE, others=None, kill_at=None):
+    def __init__(self, log, available=BALLOON_BASE, others=None, kill_at=None, free=None):
         self.log = str(log)
         self.available = available
+        # MemFree, when given: it falls with what the balloon holds down to LOW_FREE; past that the
+        # kernel backs the balloon with reclaimed page cache (MemAvailable falls all the same).
+        self.free = free
         self.others = others or {}
         self.kill_at = kill_at
         self.readings = 0
@@ -553,7 +561,10 @@ class OwnMemory(object):
             os.close(fd)
         if self.kill_at is not None and held - self.first >= self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
-        return {"MemAvailable": available, "MemFree": available, "Cached": 0}
+        if self.free is None:
+            return {"MemAvailable": available, "MemFree": available, "Cached": 0}
+        free = max(self.free - (held - self.first) - taken, LOW_FREE)
+        return {"MemAvailable": available, "MemFree": free, "Cached": available - free}
 
     def seen(self):
         with open(self.log) as handle:
@@ -586,7 +597,8 @@ def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch, tmp_path, mon
     memory = OwnMemory(tmp_path / "balloon.jsonl")
     balloon = pcb.balloon
     # On _page_cache, not _page_cache_balloon: evict() looks the name up in the module that imports it.
-    monkeypatch.setattr(pc, "balloon", lambda keep_bytes: balloon(keep_bytes, read=memory))
+    monkeypatch.setattr(pc, "balloon", lambda keep_bytes, target_bytes=None: balloon(keep_bytes, read=memory,
+                                                                               target_bytes=target_bytes))
     room = 256 * MIB
     own = _own_oom_score_adj()
 
@@ -609,7 +621,7 @@ def test_balloon_stops_at_its_floor_when_others_take_memory(tmp_path):
     room, taken = 512 * MIB, 192 * MIB
     memory = OwnMemory(tmp_path / "balloon.jsonl", others={3: taken})
     keep = BALLOON_BASE - room
-    touched, warning = pcb.balloon(keep, read=memory)
+    touched, warning, _expected = pcb.balloon(keep, read=memory)
     assert warning is None
     assert room - taken - pcb.BALLOON_CHUNK < touched <= room - taken, touched
     # MemAvailable never went below keep by more than what a chunk could not see coming.
@@ -621,14 +633,63 @@ def test_balloon_stops_at_its_starting_budget_when_others_free_memory(tmp_path):
     # Memory freed while it inflates does not make the balloon take more than the room it started with.
     room = 256 * MIB
     memory = OwnMemory(tmp_path / "balloon.jsonl", others={3: -GIB})
-    touched, warning = pcb.balloon(BALLOON_BASE - room, read=memory)
+    touched, warning, _expected = pcb.balloon(BALLOON_BASE - room, read=memory)
     assert warning is None
     assert room - pcb.BALLOON_CHUNK < touched <= room, touched
 
 
+def test_balloon_with_a_target_stops_once_memfree_plus_the_balloon_reaches_it(tmp_path):
+    # 512 MiB free, the rest of 8 GiB available is page cache: to make 1 GiB free the balloon must
+    # take the 448 MiB of free memory over the watermark and then 512 MiB + 64 MiB of cache.
+    memory = OwnMemory(tmp_path / "balloon.jsonl", free=512 * MIB)
+    target = GIB
+    touched, warning, expected = pcb.balloon(2 * GIB, read=memory, target_bytes=target)
+    assert warning is None
+    assert target <= expected < target + pcb.BALLOON_CHUNK, expected / MIB
+    # Far less than MemAvailable down to keep (6 GiB): it stopped at the target.
+    needed = target - LOW_FREE
+    assert needed <= touched < needed + pcb.BALLOON_CHUNK + pcb.BALLOON_MIN_CHUNK, touched / MIB
+
+
+def test_balloon_with_a_target_it_cannot_reach_stops_at_keep_and_says_so(tmp_path):
+    memory = OwnMemory(tmp_path / "balloon.jsonl", free=512 * MIB)
+    keep = BALLOON_BASE - 256 * MIB  # room for 256 MiB only
+    touched, warning, expected = pcb.balloon(keep, read=memory, target_bytes=2 * GIB)
+    assert warning is None and touched <= 256 * MIB
+    assert expected < 2 * GIB
+
+
+def test_evict_with_memfree_at_the_target_already_does_nothing():
+    result = pc.evict(method="balloon", keep_gib=pcb.BALLOON_MIN_KEEP_GIB, free_target_gib=1.0 / 1024)
+    assert result["changed"] is False and result["balloon_bytes"] == 0
+    assert result["free_target"]["reached"] is True
+    assert result["free_target"]["expected_free"] == result["memory_before"]["mem_free"]
+
+
+def test_evict_with_a_target_reports_what_the_balloon_expects(monkeypatch):
+    calls = []
+
+    def fake(keep_bytes, target_bytes=None):
+        calls.append((keep_bytes, target_bytes))
+        return 64 * MIB, None, target_bytes + MIB
+
+    monkeypatch.setattr(pc, "balloon", fake)
+    total = read_meminfo()["MemTotal"]
+    result = pc.evict(method="balloon", keep_gib=pcb.BALLOON_MIN_KEEP_GIB, free_target_gib=total / GIB)
+    assert calls == [(int(pcb.BALLOON_MIN_KEEP_GIB * GIB), int(total / GIB * GIB))]
+    assert result["free_target"] == {"bytes": int(total / GIB * GIB), "expected_free": int(total / GIB * GIB) + MIB,
+                                     "reached": True}
+    assert result["balloon_bytes"] == 64 * MIB
+
+
+@pytest.mark.parametrize("total, floor", [(128 * GIB, 2.0), (16 * GIB, 2.0), (4 * GIB, 0.5), (0, 2.0)])
+def test_the_keep_floor_is_2_gib_or_an_eighth_of_a_small_machine(total, floor):
+    assert pcb.balloon_min_keep(total) == floor
+
+
 def test_balloon_killed_by_the_oom_killer_is_a_warning_not_a_crash(tmp_path):
     memory = OwnMemory(tmp_path / "balloon.jsonl", kill_at=2 * pcb.BALLOON_CHUNK)
-    touched, warning = pcb.balloon(BALLOON_BASE - GIB, read=memory)
+    touched, warning, _expected = pcb.balloon(BALLOON_BASE - GIB, read=memory)
     pid = memory.seen()[0]["pid"]
     # Killed at the reading after its second chunk: it had reported two chunks.
     assert touched == 2 * pcb.BALLOON_CHUNK
@@ -649,7 +710,7 @@ def test_balloon_with_no_room_does_nothing():
     # MemAvailable never exceeds MemTotal: keeping more than all of it leaves no room.
     result = pc.evict(method="balloon", keep_gib=read_meminfo()["MemTotal"] / GIB + 1)
     assert result["balloon_bytes"] == 0 and "warnings" not in result
-    assert pcb.balloon(BALLOON_BASE, read=OwnMemory(os.devnull)) == (0, None)
+    assert pcb.balloon(BALLOON_BASE, read=OwnMemory(os.devnull)) == (0, None, BALLOON_BASE)
 
 
 def test_file_without_mmap_support_is_skipped_with_reason(monkeypatch):

@@ -212,7 +212,8 @@ def test_a_link_to_the_root_in_the_cache_is_not_walked(scratch):
 # User errors: each names the option, what it must be and what it got.
 USER_ERRORS = [
     ({"method": "fadvise"}, "method is fadvise but all of the following are missing: paths"),
-    ({"method": "balloon", "keep_gib": 1}, "keep_gib=1.0 is below the 2.0 GiB floor"),
+    ({"method": "balloon", "keep_gib": 0.01}, "keep_gib=0.01 is below the "),
+    ({"method": "balloon", "free_target_gib": -1}, "free_target_gib must be a positive finite number of GiB"),
     ({"method": "balloon", "keep_gib": "inf"}, "keep_gib must be a finite number of GiB, got inf"),
     ({"method": "balloon", "keep_gib": "nan"}, "keep_gib must be a finite number of GiB, got nan"),
     ({"paths": ["/"], "keep_gib": "-inf"}, "keep_gib must be a finite number of GiB, got -inf"),
