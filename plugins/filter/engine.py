@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters shared by the serving paths. Thin wrappers: the logic is in plugins/plugin_utils/_engine_plan.py."""
+"""Filters shared by the serving paths. Thin wrappers: the logic is in plugins/plugin_utils/_engine_plan.py
+and _engine_memory.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,6 +10,7 @@ __metaclass__ = type
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_plan import run_plan
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import evict_paths, memory_report, short_message
 
 
 def engine_run_plan(probe, images=None, changes=None, config_now=None, config_started=None, config_written=False):
@@ -18,6 +20,22 @@ def engine_run_plan(probe, images=None, changes=None, config_now=None, config_st
     return run_plan(_plain(probe), images=images, changes=_plain(changes), config=config)
 
 
+def engine_evict_paths(weights_by_node, extra=None):
+    """``{node: [paths]}``: each node's weights folders and ``extra`` (prepared, sessions)."""
+    return evict_paths(_plain(weights_by_node), _plain(extra))
+
+
+def engine_memory_report(named, ballooned=None, gate_gib=0):
+    """Each node's MemFree through the eviction before a start, and the nodes still under the gate."""
+    return memory_report(_plain(named), _plain(ballooned), float(gate_gib or 0))
+
+
+def engine_memory_short(report, variable):
+    """The failure message for the nodes engine_memory_report found short."""
+    return short_message(_plain(report), str(variable))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"engine_run_plan": engine_run_plan}
+        return {"engine_run_plan": engine_run_plan, "engine_memory_report": engine_memory_report,
+                "engine_memory_short": engine_memory_short, "engine_evict_paths": engine_evict_paths}

@@ -16,12 +16,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import memfree_report, start_failure
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
     all_known_keys,
     check_overrides,
     intended,
+    memory_gate_gib,
     parse_env,
     placeholder_errors,
     render_env,
@@ -103,9 +104,12 @@ def tensorfold_start_failure(wait, serve, attempt, slots, logs=None):
     return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs))
 
 
-def tensorfold_memfree_report(results):
-    """Each node's MemFree before and after the eviction, on one line."""
-    return memfree_report(_plain(results))
+def tensorfold_env_gate(text):
+    """MEM_GATE_GIB of a rendered prod.env: the MemFree in GiB the kit's start waits for on each node."""
+    try:
+        return memory_gate_gib(str(text))
+    except (ValueError, EnvSyntaxError) as exc:
+        raise AnsibleFilterError("tensorfold_env_gate: %s" % exc)
 
 
 def tensorfold_shell_path(path):
@@ -130,5 +134,5 @@ class FilterModule(object):
             "tensorfold_image_entry": tensorfold_image_entry,
             "tensorfold_start_failure": tensorfold_start_failure,
             "tensorfold_shell_path": tensorfold_shell_path,
-            "tensorfold_memfree_report": tensorfold_memfree_report,
+            "tensorfold_env_gate": tensorfold_env_gate,
         }

@@ -78,6 +78,13 @@ ENGINE_KEYS = (
 INTERNAL_KEYS = ("CONFIG", "FORCE_DROP", "IMAGE_ID", "STATE_DIR", "GLM53_TF_LOCKED", "GLM53_TF_IMAGE_ID",
                  "GLM53_TF_LAUNCH_T0", "GLM53_TF_PREPARED", "RANK", "MASTER")
 
+# serve.sh does bash arithmetic on these ((...)): anything but a whole number >= 0 breaks the
+# start (or, for MEM_GATE_GIB, the eviction target the role derives from it).
+WHOLE_NUMBER_KEYS = ("MEM_GATE_GIB", "MEM_GATE_TIMEOUT", "START_DROP_CACHES_GIB", "START_ATTEMPTS", "SLOT_RETRIES",
+                     "READY_TIMEOUT", "WATCH_GRACE", "WATCH_FAILS", "WATCH_MIN_HEAL", "WATCH_INTERVAL",
+                     "GLM53_TF_BATCH")
+_WHOLE = re.compile(r"^[0-9]+$")
+
 # Engine knobs reach the ranks by prefix (serve.sh passes every GLM53_TF_*): a new name is
 # accepted unless it is a near miss (edit distance <= 2) of a known one.
 OPEN_PREFIXES = ("GLM53_TF_",)
@@ -278,7 +285,18 @@ def check_overrides(overrides, known_keys):
         text = env_value(value)
         if "\n" in text or "\r" in text or "\0" in text:
             errors.append("%s: %s must be one line (no newline or NUL in the value)" % (OVERRIDES_VAR, key))
+        elif key in WHOLE_NUMBER_KEYS and (isinstance(value, bool) or not _WHOLE.match(text)):
+            errors.append("%s: %s must be a whole number >= 0 (serve.sh compares it in bash arithmetic), got %r"
+                          % (OVERRIDES_VAR, key, value))
     return errors
+
+
+def memory_gate_gib(text):
+    """MEM_GATE_GIB as a rendered prod.env gives it (0: no gate), the MemFree a start waits for."""
+    value = effective(parse_env(text)).get("MEM_GATE_GIB", "0") or "0"
+    if not _WHOLE.match(value):
+        raise ValueError("prod.env: MEM_GATE_GIB=%r is not a whole number of GiB" % value)
+    return int(value)
 
 
 def placeholder_errors(values):

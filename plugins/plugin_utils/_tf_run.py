@@ -47,26 +47,3 @@ def start_failure(wait, serve, attempt, slots, logs=None):
             "\n".join(tail) if tail else "(no log)"))
     parts.append("Both ranks were stopped; the log is ~/.local/state/glm53-tf-prod/tf-prod.log on the head.")
     return "\n".join(parts)
-
-
-GIB = float(1 << 30)
-
-
-def memfree_report(results):
-    """One line from page_cache_evict's loop results: each node's MemFree before and after, and what was evicted.
-
-    On GB10 MemFree is what the engine counts as free when it fits its slots (kit reference §5).
-    """
-    parts = []
-    for res in results or []:
-        if res.get("skipped") or not isinstance(res.get("memory_before"), dict):
-            continue
-        before = res["memory_before"].get("mem_free")
-        after = (res.get("memory_after") or {}).get("mem_free")
-        if before is None or after is None:
-            continue
-        parts.append("%s %.1f -> %.1f GiB (%.1f GiB of their page cache evicted)" % (
-            res.get("item", "?"), before / GIB, after / GIB, (res.get("evicted_bytes") or 0) / GIB))
-    if not parts:
-        return "MemFree not measured"
-    return "MemFree before -> after eviction: " + "; ".join(parts)

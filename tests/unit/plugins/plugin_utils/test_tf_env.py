@@ -156,7 +156,7 @@ AWKWARD = {
     "GLM53_TF_TOOL_FIXES": "caf\u00e9 \u2713",
     "GLM53_TF_STALL_S": "-1",
     "WATCH_MIN_TPR": "'",
-    "WATCH_GRACE": "a=b",
+    "GLM53_TF_HEALTH": "a=b",
 }
 
 
@@ -293,6 +293,29 @@ def test_values_must_be_scalars_on_one_line():
         "tensorfold_env_overrides must be a dict of KEY: value, got list"]
     assert tf.check_overrides({"lower-case": 1}, known()) == [
         "tensorfold_env_overrides: 'lower-case' is not a shell variable name"]
+
+
+def test_whole_number_settings_are_refused_as_anything_else():
+    errors = tf.check_overrides({"MEM_GATE_GIB": 3.5, "MEM_GATE_TIMEOUT": "10s", "SLOT_RETRIES": True,
+                                 "START_ATTEMPTS": -1, "GLM53_TF_BATCH": "8", "READY_TIMEOUT": 0}, known())
+    assert errors == [
+        "tensorfold_env_overrides: MEM_GATE_GIB must be a whole number >= 0 (serve.sh compares it in bash "
+        "arithmetic), got 3.5",
+        "tensorfold_env_overrides: MEM_GATE_TIMEOUT must be a whole number >= 0 (serve.sh compares it in bash "
+        "arithmetic), got '10s'",
+        "tensorfold_env_overrides: SLOT_RETRIES must be a whole number >= 0 (serve.sh compares it in bash "
+        "arithmetic), got True",
+        "tensorfold_env_overrides: START_ATTEMPTS must be a whole number >= 0 (serve.sh compares it in bash "
+        "arithmetic), got -1",
+    ]
+
+
+def test_the_memory_gate_is_read_from_the_rendered_file():
+    assert tf.memory_gate_gib("MEM_GATE_GIB=108\nX=1\nMEM_GATE_GIB=3  # lab\n") == 3
+    assert tf.memory_gate_gib("X=1\n") == 0
+    assert tf_filter.tensorfold_env_gate("MEM_GATE_GIB=''\n") == 0
+    with pytest.raises(AnsibleFilterError, match="MEM_GATE_GIB='1.5' is not a whole number of GiB"):
+        tf_filter.tensorfold_env_gate("MEM_GATE_GIB=1.5\n")
 
 
 def test_site_env_maps_the_contract_and_the_weights():

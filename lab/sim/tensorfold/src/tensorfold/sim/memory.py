@@ -21,11 +21,12 @@ while
 - session: GLM53_TF_SESSION_GIB (the RAM session store), scaled by the driver's total memory
   against a GB10's 128 GiB (2 GiB on a 4 GiB node: 64 MiB).
 - slot, reserve: lab scale, GLM53_LAB_SLOT_MIB (256) a further slot and GLM53_LAB_RESERVE_MIB
-  (1024) kept free: GLM53_TF_BATCH_RESERVE_GB and the per-sequence estimates are GB10 sizes.
+  (896) kept free: GLM53_TF_BATCH_RESERVE_GB and the per-sequence estimates are GB10 sizes.
 
 On a lab node of 4 GiB (lab/sparklab/layout.py NODE_MEMORY) with the C8 profile's 8 slots and
-2 GiB session store, 8 slots need 224 (the lab's weights and drafter) + 64 + 7 x 256 + 1024 =
-3104 MiB free at load: a node using up to ~990 MiB besides them fits all 8 (a node after the
+2 GiB session store, 8 slots need 224 (the lab's weights and drafter) + 64 + 7 x 256 + 896 =
+2976 MiB free at load, under the lab inventory's MEM_GATE_GIB=3 (3072 MiB) by what the rank's own
+processes take before it measures: a node using up to ~1.1 GiB besides them fits all 8 (a node after the
 deploy, weights evicted, uses about 0.2-0.6 GiB), and every further 256 MiB of page cache or
 anything else costs one slot - about 1 GiB of stray page cache (a `docker load` of a large
 image, unrelated files, the weights left warm beside other cache) costs slots. Both ranks
@@ -54,7 +55,7 @@ def slot_bytes():
 
 
 def reserve_bytes():
-    return int(env.number("GLM53_LAB_RESERVE_MIB", 1024.0) * MIB)
+    return int(env.number("GLM53_LAB_RESERVE_MIB", 896.0) * MIB)
 
 
 def load_mode():

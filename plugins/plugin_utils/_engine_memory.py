@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What eviction before an engine start made of each node's MemFree, for both paths.
+
+On GB10 memory is unified: the engine counts MemFree, not MemAvailable, as free when it fits
+its slots (kit reference §5), so every page of page cache counts as used. The shared eviction
+(roles/_engine, tasks/evict.yml) evicts what the path names with fadvise, then, on a node still
+under the path's memory gate, runs page_cache_evict's balloon to a MemFree target. This turns
+both loops' results into one line per node and the list of nodes still short."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+GIB = float(1 << 30)
+
+
+def evict_paths(weights_by_node, extra=None):
+    """``{node: [paths]}`` to evict before a start: each node's weights (the model's whole cache
+    folder, blobs included, from hf_weights' glm53_weights facts) and the path's own folders."""
+    paths = {}
+    for node, weights in (weights_by_node or {}).items():
+        models = (weights or {}).get("models") or [] if isinstance(weights, dict) else []
+        found = []
+        for model in models:
+            host_path = str((model or {}).get("host_path") or "").rstrip("/")
+            # .../models--org--name/snapshots/<revision>: the model's folder is two up.
+            folder = host_path.rsplit("/", 2)[0] if host_path.count("/") >= 2 else host_path
+            if folder and folder not in found:
+                found.append(folder)
+        paths[str(node)] = found + [str(path) for path in extra or [] if path and str(path) not in found]
+    return paths
+
+
+def _by_node(results):
+    found = {}
+    for res in results or []:
+        if isinstance(res, dict) and not res.get("skipped") and isinstance(res.get("memory_before"), dict):
+            found[str(res.get("item", "?"))] = res
+    return found
+
+
+def _gib(value):
+    return "%.1f" % (value / GIB)
+
+
+def memory_report(named, ballooned=None, gate_gib=0):
+    """``{"lines": [...], "short": [{"node", "free", "gate"}], "msg": str}`` from page_cache_evict's
+    loop results: ``named`` (method fadvise, one per node) and ``ballooned`` (method balloon with
+    free_target_gib, one per node, or skipped). ``gate_gib``: the MemFree the engine waits for
+    (0: no gate, nothing is short)."""
+    named, ballooned = _by_node(named), _by_node(ballooned)
+    gate = float(gate_gib or 0) * GIB
+    lines, short = [], []
+    for node in list(named) + [node for node in ballooned if node not in named]:
+        first = named.get(node) or ballooned[node]
+        before = first["memory_before"].get("mem_free", 0)
+        parts = ["%s: MemFree %s GiB" % (node, _gib(before))]
+        after = before
+        if node in named:
+            after = (named[node].get("memory_after") or {}).get("mem_free", before)
+            parts.append("-> %s GiB after evicting %s GiB it names" % (
+                _gib(after), _gib(named[node].get("evicted_bytes") or 0)))
+        if node in ballooned:
+            target = ballooned[node].get("free_target") or {}
+            touched = ballooned[node].get("balloon_bytes") or 0
+            expected = target.get("expected_free")
+            if touched:
+                after = expected if expected is not None else (ballooned[node].get("memory_after") or {}).get(
+                    "mem_free", after)
+                parts.append("-> %s GiB after a %s GiB balloon (page cache no name reaches: image layers, "
+                             "other files)" % (_gib(after), _gib(touched)))
+            elif expected is not None:
+                after = max(after, expected)
+        if gate > 0:
+            parts.append("(the engine waits for %g GiB)" % float(gate_gib))
+            if after < gate:
+                short.append({"node": node, "free": after, "gate": gate})
+        lines.append(" ".join(parts))
+    if not lines:
+        lines = ["MemFree not measured"]
+    return {"lines": lines, "short": short, "msg": "; ".join(lines)}
+
+
+def short_message(report, variable):
+    """The failure for nodes that eviction could not bring to the gate: which, how far, the fix."""
+    nodes = ", ".join("%s has %s GiB" % (item["node"], _gib(item["free"])) for item in report["short"])
+    gate = report["short"][0]["gate"] / GIB if report["short"] else 0
+    return ("MemFree stays under the %g GiB the engine's memory gate waits for after evicting every page the role "
+            "can name and the balloon: %s. What is left is held by processes, not the page cache: stop other "
+            "workloads on those nodes (another engine, a large job), or lower the gate with %s. Nothing was "
+            "started." % (gate, nodes, variable))
