@@ -122,9 +122,10 @@ def _balloon_process(writer, keep_bytes, read, target_bytes):
                 "the balloon cannot make itself the OOM killer's first choice (writing %d to "
                 "/proc/self/oom_score_adj failed: %s), so it does not run: use method=fadvise or "
                 "method=drop_caches" % (BALLOON_OOM_SCORE_ADJ, exc.strerror))
-        _inflate(keep_bytes, read, lambda touched, expected: os.write(writer, b"%d %s\n" % (
-            touched, b"-" if expected is None else b"%d" % expected)),
-                 target_bytes=target_bytes)
+        def report(touched, expected):
+            os.write(writer, b"%d %s\n" % (touched, b"-" if expected is None else b"%d" % expected))
+
+        _inflate(keep_bytes, read, report, target_bytes=target_bytes)
     except BaseException as exc:  # anything, reported to the parent: this process must not return
         status = 1
         try:

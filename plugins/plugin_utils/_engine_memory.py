@@ -5,7 +5,7 @@
 
 On GB10 memory is unified: the engine counts MemFree, not MemAvailable, as free when it fits
 its slots (kit reference §5), so every page of page cache counts as used. The shared eviction
-(roles/_engine, tasks/evict.yml) evicts what the path names with fadvise, then, on a node still
+(roles/engine, tasks/evict.yml) evicts what the path names with fadvise, then, on a node still
 under the path's memory gate, runs page_cache_evict's balloon to a MemFree target. This turns
 both loops' results into one line per node and the list of nodes still short."""
 

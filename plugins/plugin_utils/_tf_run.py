@@ -31,9 +31,9 @@ def start_failure(wait, serve, attempt, slots, logs=None):
     elif serve.get("msg"):
         parts.append("serve.sh start: %s." % serve["msg"])
     if wait.get("slots") is not None and int(wait.get("slots") or 0) < int(slots):
-        parts.append("Slots: %s of %s. On GB10 page cache counts as used at load: keep tensorfold_evict true (the "
-                     "weights and prepared folders are evicted on both nodes before each start) and stop other "
-                     "workloads." % (wait.get("slots"), slots))
+        parts.append("Slots: %s of %s. On GB10 page cache counts as used at load: keep tensorfold_evict true (before "
+                     "each start MemFree on both nodes is brought to the kit's memory gate, MEM_GATE_GIB) and stop "
+                     "other workloads." % (wait.get("slots"), slots))
     by_rank = {}
     for res in logs or []:
         if res.get("skipped"):

@@ -597,8 +597,8 @@ def test_balloon_allocates_down_to_keep_and_gives_it_back(scratch, tmp_path, mon
     memory = OwnMemory(tmp_path / "balloon.jsonl")
     balloon = pcb.balloon
     # On _page_cache, not _page_cache_balloon: evict() looks the name up in the module that imports it.
-    monkeypatch.setattr(pc, "balloon", lambda keep_bytes, target_bytes=None: balloon(keep_bytes, read=memory,
-                                                                               target_bytes=target_bytes))
+    monkeypatch.setattr(pc, "balloon",
+                        lambda keep_bytes, target_bytes=None: balloon(keep_bytes, read=memory, target_bytes=target_bytes))
     room = 256 * MIB
     own = _own_oom_score_adj()
 
