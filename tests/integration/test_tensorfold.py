@@ -269,8 +269,9 @@ def test_a_large_image_load_costs_slots_unless_the_balloon_evicts_its_layers(dep
         # role names is not enough there), and all 8 slots load.
         fixed = run_playbook(SITE, tags=ROLES, extravars=TF, ident="with-eviction")
         assert fixed.changed_total > 0 and slots_in_log() == "8 request slot(s)"
+        said = " ".join(fixed.stdout.split())  # the debug output wraps its lines
         line = re.search(r"spark-worker: MemFree ([0-9.]+) GiB -> ([0-9.]+) GiB after evicting [0-9.]+ GiB it names "
-                         r"-> ([0-9.]+) GiB after a ([0-9.]+) GiB balloon", fixed.stdout)
+                         r"-> ([0-9.]+) GiB after a ([0-9.]+) GiB balloon", said)
         assert line, fixed.stdout
         assert float(line.group(2)) < 3 <= float(line.group(3)), line.group(0)
     finally:
