@@ -122,6 +122,7 @@ def _balloon_process(writer, keep_bytes, read, target_bytes):
                 "the balloon cannot make itself the OOM killer's first choice (writing %d to "
                 "/proc/self/oom_score_adj failed: %s), so it does not run: use method=fadvise or "
                 "method=drop_caches" % (BALLOON_OOM_SCORE_ADJ, exc.strerror))
+
         def report(touched, expected):
             os.write(writer, b"%d %s\n" % (touched, b"-" if expected is None else b"%d" % expected))
 
