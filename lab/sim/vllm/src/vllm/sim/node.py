@@ -134,9 +134,13 @@ def banner(config, name):
 
 
 def distributed_line(config, rank):
+    address = (config.args.master_addr, config.args.master_port)
+    if config.nnodes == 1:  # one node: vLLM's workers meet on a free loopback port
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            address = probe.getsockname()
     log.info("parallel_state.py:1208", "world_size=%d rank=%d local_rank=0 distributed_init_method=tcp://%s:%d "
-             "backend=nccl" % (config.world_size, rank, config.args.master_addr, config.args.master_port),
-             log.worker(rank))
+             "backend=nccl" % ((config.world_size, rank) + tuple(address)), log.worker(rank))
 
 
 def assigned_line(config, rank):

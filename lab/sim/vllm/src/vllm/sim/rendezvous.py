@@ -184,6 +184,8 @@ class Master(object):
         return sum(self.joined.values())
 
     def listen(self):
+        if self.config.nnodes == 1:
+            return
         port = self.config.args.master_port
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -301,7 +303,11 @@ class Master(object):
         raise connect_timeout(addr, port, self.config.timeout)
 
     def rendezvous(self):
-        """Wait for every rank; then tell the nodes to load."""
+        """Wait for every rank; then tell the nodes to load. One node: nothing to wait for (vLLM's
+        workers then meet on a loopback port of their own, not on --master-port)."""
+        if self.config.nnodes == 1:
+            self.started = True
+            return
         timeout = self.config.timeout
         deadline = time.monotonic() + timeout
         self.self_check(deadline)
