@@ -195,3 +195,11 @@ def test_timeout_is_the_lab_knob_or_vllms_flag(model, monkeypatch):
     monkeypatch.setenv("VLLM_SIM_RENDEZVOUS_TIMEOUT", "1.5")
     assert resolve([model]).timeout == 1.5
     assert resolve([model, "--distributed-timeout-seconds", "7"]).timeout == 7.0
+
+
+def test_a_knob_that_is_not_a_number_fails_the_start(monkeypatch):
+    from vllm.sim import env  # pylint: disable=import-outside-toplevel
+    env.validate()
+    monkeypatch.setenv("VLLM_SIM_HEARTBEAT_SECONDS", "fast")
+    with pytest.raises(env.KnobError, match="VLLM_SIM_HEARTBEAT_SECONDS='fast' is not a number"):
+        env.validate()

@@ -133,7 +133,10 @@ def test_a_good_request_and_what_it_defaults_to(config, capsys):
 def test_sequences_wait_for_a_slot_first_come_first_served(config):
     engine = engine_mod.Engine(config, kv_tokens=100000)  # --max-num-seqs 2
     seqs = [engine_mod.Sequence([1, 2, 3], model.Plan(index, False, 5), index) for index in range(4)]
-    never = lambda: False  # noqa: E731
+
+    def never():
+        return False
+
     assert engine.acquire(seqs[0], never) and engine.acquire(seqs[1], never)
     order = []
 

@@ -83,6 +83,13 @@ def gpu_socket():
     return text("GLM53_LAB_GPU_SOCK", "/run/glm53-lab/gpu.sock")
 
 
+def validate():
+    """Read every numeric knob once at start: a bad value fails the start, not a thread later."""
+    for knob in (rendezvous_timeout, load_seconds, heartbeat_seconds, peer_timeout, token_seconds, prefill_tps,
+                 gpus_per_node, kv_bytes_per_token, overhead_bytes, stats_interval):
+        knob()
+
+
 # --- vLLM's own ---------------------------------------------------------------------
 
 def stats_interval():

@@ -311,6 +311,7 @@ def main(args, entry):
         if name:
             log.info("api_server.py:1839", "vLLM API server version %s" % __version__, name)
         log.info("utils.py:328", "non-default args: %s" % args_mod.non_default(args), name)
+        env.validate()
         config = config_mod.resolve(args, entry)
         banner(config, name)
         return ROLES[config.role](config)
