@@ -9,6 +9,7 @@ is 1 s where a test waits for it."""
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,6 +28,9 @@ from ansible_collections.dgx_spark.glm53.tests.unit.plugins.vllm_sim import (
 
 SMI = os.path.join(REPO, "lab", "image", "node", "rootfs", "usr", "local", "bin", "nvidia-smi")
 FAST = {"VLLM_SIM_RENDEZVOUS_TIMEOUT": "1"}
+# A process that ends with unread bytes (heartbeats) in its socket resets the connection
+# instead of closing it: the survivor may read either.
+GONE = r"node of rank %d: (connection closed by peer|Connection reset by peer)"
 
 
 def nvidia_smi():
@@ -156,7 +160,7 @@ def test_rank1_short_of_memory_fails_both(cluster, tmp_path):
     assert ("ValueError: Free memory on device cuda:0 (3.0/4.0 GiB) on startup is less than desired GPU memory "
             "utilization (0.82, 3.28 GiB)") in r1.text()
     assert "torch.distributed.DistBackendError: NCCL error" in r0.text()
-    assert "node of rank 1: connection closed by peer" in r0.text()
+    assert re.search(GONE % 1, r0.text())
 
 
 def test_rank1_without_headless_fails_after_its_load(cluster):
@@ -228,7 +232,8 @@ def test_a_dead_rank_stops_the_other(cluster, victim):
     assert survivor.wait_exit(15) == 1
     text = survivor.text()
     assert "torch.distributed.DistBackendError: NCCL error in:" in text
-    assert "node of rank %d: connection closed by peer" % victim in text
+    assert re.search(GONE % victim, text)
+    assert "Exception in thread" not in text  # its threads end in order, even when it fails
     if victim == 1:
         assert "EngineCore encountered a fatal error." in text and refused(cluster.url)
 

@@ -5,6 +5,7 @@ logprobs, the request checks, the slots taken first come first served, the /metr
 import math
 import sys
 import threading
+import time
 
 import pytest
 
@@ -179,6 +180,28 @@ def test_a_sequence_runs_counts_and_ends_at_a_stop_string(config):
     stats = engine.stats
     assert (free.finish, free.generated, stats.prompt_tokens, stats.generation_tokens) == ("length", 40, 20, 46)
     assert (stats.running, stats.kv_used, stats.success["stop"], stats.success["length"]) == (0, 0, 1, 1)
+
+
+def test_the_stats_line_while_busy_and_once_when_idle(config, capsys):
+    engine = engine_mod.Engine(config, kv_tokens=1000)
+    stop = threading.Event()
+    logger = threading.Thread(target=engine.log_stats, args=(0.05, stop))
+    logger.start()
+    with engine.cond:
+        engine.stats.prompt_tokens, engine.stats.running = 100, 1
+    deadline = time.monotonic() + 5
+    while "Running: 1 reqs" not in capsys.readouterr().out:  # readouterr empties: each check sees new lines
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    with engine.cond:
+        engine.stats.running = 0
+    time.sleep(0.4)  # idle: one more line, then silence
+    stop.set()
+    logger.join(5)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "Engine 000:" in line]
+    idle = [line for line in lines if "Running: 0 reqs, Waiting: 0 reqs" in line]
+    assert idle == lines[-1:]  # one line when it went idle, none after
+    assert lines[0].startswith("(APIServer pid=") and "Avg prompt throughput:" in lines[0]
 
 
 def test_metrics_text_has_vllms_series(config):

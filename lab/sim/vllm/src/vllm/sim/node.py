@@ -193,8 +193,10 @@ def run_api(config):
 
 
 def serve(config, master, sock, engine):
+    """Rank 0 from its API's opening to its end: 0 when stopped, 1 when a rank was lost."""
     done = threading.Event()
     outcome = []
+    server = None
 
     def node_lost(rank, why):
         log.exception(peer_lost(rank, why), log.worker(0))
@@ -205,23 +207,27 @@ def serve(config, master, sock, engine):
 
     try:
         server = api.open_api(config, engine, sock)
+        threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True, name="http").start()
         master.on_lost = node_lost
         if master.lost is not None:  # lost between the last report and now
             node_lost(*master.lost)
-        threading.Thread(target=server.serve_forever, daemon=True, name="http").start()
         if not config.args.disable_log_stats:
             threading.Thread(target=engine.log_stats, args=(env.stats_interval(), done), daemon=True).start()
         while not done.wait(1.0):
             pass
     except Shutdown:
+        outcome[:] = [0]
         log.uvicorn("Shutting down")
         log.uvicorn("Waiting for application shutdown.")
         log.uvicorn("Application shutdown complete.")
         log.uvicorn("Finished server process [%d]" % os.getpid())
-        master.close(graceful=True)
-        return 0
-    sock.close()
-    master.close(graceful=False)
+    done.set()
+    if server is not None:
+        server.shutdown()  # the accept loop ends before its socket closes: no error from that thread
+        server.server_close()
+    else:
+        sock.close()
+    master.close(graceful=not outcome or outcome[0] == 0)
     return outcome[0] if outcome else 0
 
 
