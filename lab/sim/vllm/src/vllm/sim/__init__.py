@@ -1,0 +1,1 @@
+"""Simulator internals; the modules named like vLLM's (entrypoints/...) are thin over these."""
