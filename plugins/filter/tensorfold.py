@@ -99,9 +99,11 @@ def tensorfold_image_inputs(images):
     return [input_label(image) for image in _plain(images) or []]
 
 
-def tensorfold_start_failure(wait, serve, attempt, slots, logs=None):
-    """Why a start failed, with both ranks' last log lines."""
-    return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs))
+def tensorfold_start_failure(wait, serve, attempt, slots, logs=None, log_path=None):
+    """Why a start failed, with both ranks' last log lines (``log_path``: the ops log, tensorfold_state_dir's)."""
+    if log_path is None:
+        return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs))
+    return start_failure(_plain(wait), _plain(serve), attempt, slots, _plain(logs), log_path=str(log_path))
 
 
 def tensorfold_env_gate(text):

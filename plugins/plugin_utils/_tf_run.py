@@ -18,7 +18,7 @@ def _tail(lines, count=40):
     return [str(line) for line in (lines or [])][-count:]
 
 
-def start_failure(wait, serve, attempt, slots, logs=None):
+def start_failure(wait, serve, attempt, slots, logs=None, log_path="~/.local/state/glm53-tf-prod/tf-prod.log"):
     """One message from the wait_for_slots result, the serve.sh start job's result, the attempt
     and ``serve.sh logs N`` results (``[{item: N, stdout, stderr}]``), which win over the
     log tails wait_for_slots keeps of exited ranks."""
@@ -45,5 +45,5 @@ def start_failure(wait, serve, attempt, slots, logs=None):
         parts.append("Last %d lines of %s on %s (%s):\n%s" % (
             len(tail), rank.get("container") or "rank", rank.get("node") or "?", rank.get("state") or "unknown",
             "\n".join(tail) if tail else "(no log)"))
-    parts.append("Both ranks were stopped; the log is ~/.local/state/glm53-tf-prod/tf-prod.log on the head.")
+    parts.append("Both ranks were stopped; the log is %s on the head." % log_path)
     return "\n".join(parts)

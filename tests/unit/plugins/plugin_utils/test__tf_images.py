@@ -161,6 +161,10 @@ def test_failure_message_prefers_serve_sh_logs_of_each_rank():
     msg = start_failure(wait, {"rc": 0}, 1, 8, logs)
     assert "Last 2 lines of glm53-tf-r0 on h (running):\nr0 a\nr0 b" in msg
     assert "Last 1 lines of glm53-tf-r1 on w (running):\nr1 z" in msg
+    assert msg.endswith("the log is ~/.local/state/glm53-tf-prod/tf-prod.log on the head.")
+    # The log where tensorfold_state_dir puts it.
+    assert start_failure(wait, {"rc": 0}, 1, 8, logs, log_path="/srv/ops/tf-prod.log").endswith(
+        "the log is /srv/ops/tf-prod.log on the head.")
 
 
 def test_image_entry_finds_a_tag_in_an_inspect_list():
