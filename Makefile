@@ -35,7 +35,9 @@ help:
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	# --no-compile: most of the ~19,000 .py files are the `ansible` package's collections, which
+	# nothing here imports; what is imported is compiled on first use (and cached) instead.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 	touch $@
 
 # Host tools (ping, rsync, fincore, gpg, docker.io, debootstrap, ...): one list in
