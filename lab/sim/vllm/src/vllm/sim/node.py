@@ -155,14 +155,22 @@ def start_failed(exc, name, api_side=True):
         log.exception(RuntimeError(ENGINE_FAILED), log.API)
 
 
-def run_api(config):
+def bind_engine(config):
+    """The API socket, bound before the engine starts as vLLM binds it (None: the bind failed, logged)."""
     try:
         sock = api.bind(config.host, config.port)
     except OSError as exc:
         log.exception(exc, log.API)
-        return 1
+        return None
     log.info("core.py:93", "Initializing a V1 LLM engine (v%s) with config: %s" % (__version__, config.summary()),
              log.ENGINE)
+    return sock
+
+
+def run_api(config):
+    sock = bind_engine(config)
+    if sock is None:
+        return 1
     master = Master(config)
     begun = time.monotonic()
     try:
@@ -265,13 +273,9 @@ def run_worker(config):
 def run_follower_api(config):
     """Rank > 0 without --headless: a whole engine, doomed once its workers have loaded."""
     rank = config.first_rank
-    try:
-        sock = api.bind(config.host, config.port)
-    except OSError as exc:
-        log.exception(exc, log.API)
+    sock = bind_engine(config)
+    if sock is None:
         return 1
-    log.info("core.py:93", "Initializing a V1 LLM engine (v%s) with config: %s" % (__version__, config.summary()),
-             log.ENGINE)
     worker = Worker(config)
     try:
         check_host_ip()
