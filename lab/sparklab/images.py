@@ -7,17 +7,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from sparklab.commands import LabError, docker, inspect, log, node_exec, run
 from sparklab.host import debian_mirror
-from sparklab.layout import FIRST_ENGINE_HOST, IMAGE_DIR, LAB, LAB_ID, Node
+from sparklab.layout import FIRST_ENGINE_HOST, IMAGE_DIR, LAB, LAB_ID, STATE, Node
 
 
 PYTORCH_DIR = IMAGE_DIR / "pytorch"
 PYTORCH_IMAGE = "glm53-lab/pytorch:26.07-py3"  # stands for nvcr.io/nvidia/pytorch:26.07-py3
+VLLM_DIR = IMAGE_DIR / "vllm-openai"
+# Stands for vllm/vllm-openai:glm53-flash-arm64-cu130@sha256:905c0293... (the recipe's base). A
+# digest exists only for an image pulled from a registry, and the lab has none: the lab pins the
+# base by its image ID instead (lab/.state/images.json, read by the lab inventory).
+VLLM_BASE_IMAGE = "glm53-lab/vllm-openai:glm53-flash-arm64-cu130"
+IMAGES_JSON = STATE / "images.json"
 
 
 def tree_hash(*paths: Path, extra: str = "") -> str:
@@ -137,18 +145,54 @@ def ensure_pytorch_image(base_tag: str, changes: list[str]) -> str:
     return inspect("image", PYTORCH_IMAGE)["Id"]
 
 
+def ensure_vllm_base_image(changes: list[str]) -> str:
+    """VLLM_BASE_IMAGE on the controller, from PYTORCH_IMAGE, lab/image/vllm-openai and the
+    simulated vLLM (lab/sim/vllm); rebuilt when any of them changes. Records its image ID in
+    IMAGES_JSON (the lab inventory's vllm_nvfp4_base_image_id). Returns the ID."""
+    pytorch = inspect("image", PYTORCH_IMAGE)["Id"]
+    recipe = tree_hash(VLLM_DIR, LAB / "sim" / "vllm", extra=pytorch)
+    info = inspect("image", VLLM_BASE_IMAGE)
+    if info is None or (info["Config"].get("Labels") or {}).get("glm53-lab.recipe") != recipe:
+        if load_from_first_lab(VLLM_BASE_IMAGE, label=("glm53-lab.recipe", recipe)):
+            changes.append(f"copied {VLLM_BASE_IMAGE} from lab 1")
+        else:
+            t0 = time.time()
+            with tempfile.TemporaryDirectory() as ctx:
+                shutil.copy(VLLM_DIR / "Dockerfile", ctx)
+                shutil.copytree(LAB / "sim" / "vllm", Path(ctx) / "vllm", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                proc = run(["docker", "build", "--quiet", "--build-arg", f"BASE={PYTORCH_IMAGE}", "--label",
+                            f"glm53-lab.recipe={recipe}", "-t", VLLM_BASE_IMAGE, ctx],
+                           check=False, env=dict(os.environ, DOCKER_BUILDKIT="0"), timeout=600)  # fmt: skip
+            if proc.returncode != 0:
+                raise LabError(f"{VLLM_BASE_IMAGE}: build failed:\n{proc.stdout}{proc.stderr}")
+            changes.append(f"built {VLLM_BASE_IMAGE} in {time.time() - t0:.0f}s")
+        if info is not None:
+            docker("image", "rm", info["Id"], check=False)  # the previous build, now untagged
+        info = inspect("image", VLLM_BASE_IMAGE)
+    record = json.dumps({"vllm_base": {"image": VLLM_BASE_IMAGE, "id": info["Id"]}}, indent=2) + "\n"
+    if not IMAGES_JSON.is_file() or IMAGES_JSON.read_text() != record:
+        IMAGES_JSON.write_text(record)
+        changes.append(f"wrote {IMAGES_JSON.name}")
+    return info["Id"]
+
+
 def ensure_pytorch_in_node(node: Node, image_id: str) -> list[str]:
     """PYTORCH_IMAGE in the node's own engine, loaded when missing or another build."""
-    have = node_exec(node.name, f"docker image inspect -f '{{{{.Id}}}}' {PYTORCH_IMAGE} 2>/dev/null || true").stdout.strip()
+    return ensure_image_in_node(node, PYTORCH_IMAGE, image_id)
+
+
+def ensure_image_in_node(node: Node, tag: str, image_id: str) -> list[str]:
+    """`tag` in the node's own engine, loaded from the controller's when missing or another build."""
+    have = node_exec(node.name, f"docker image inspect -f '{{{{.Id}}}}' {tag} 2>/dev/null || true").stdout.strip()
     if have == image_id:
         return []
-    save = subprocess.Popen(["docker", "save", PYTORCH_IMAGE], stdout=subprocess.PIPE)
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
     load = subprocess.run(["docker", "exec", "-i", node.name, "docker", "load", "-q"], stdin=save.stdout,
                           capture_output=True, timeout=600, check=False)  # fmt: skip
     save.stdout.close()
     save.wait(timeout=60)
     if save.returncode != 0 or load.returncode != 0:
-        raise LabError(f"{node.name}: loading {PYTORCH_IMAGE} failed: {load.stderr.decode(errors='replace')}")
+        raise LabError(f"{node.name}: loading {tag} failed: {load.stderr.decode(errors='replace')}")
     if have:
         node_exec(node.name, f"docker image rm {have}", check=False)  # the previous build, if unused
-    return [f"{node.name}: loaded {PYTORCH_IMAGE} into its engine"]
+    return [f"{node.name}: loaded {tag} into its engine"]

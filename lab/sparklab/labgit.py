@@ -36,6 +36,7 @@ GIT_DATES = {  # epoch seconds, UTC
     "kit": 1790769600,  # 2026-09-30 12:00 (the kit's W17 release)
     "profile-1": 1790856000,  # 2026-10-01 12:00
     "profile-2": 1790942400,  # 2026-10-02 12:00
+    "recipe": 1791028800,  # 2026-10-03 12:00 (the vLLM recipe)
 }
 # The second profile commit changes only the overlay: this line is appended to one file.
 OVERLAY_REVISION = "# glm53 lab: profile commit 2 changes only the overlay (a different lp9001 image).\n"
@@ -97,10 +98,10 @@ def revised_overlay(files: dict, prefix: str) -> dict:
 
 
 def ensure_git_repos(changes: list[str]) -> dict:
-    """kit.git (submodule vendor/TensorFold -> TensorFold.git), TensorFold.git and
-    profile.git (two commits) at the commits of the current lab/sim sources; writes
+    """kit.git (submodule vendor/TensorFold -> TensorFold.git), TensorFold.git,
+    profile.git (two commits) and recipe.git (the vLLM recipe) at the commits of the current lab/sim sources; writes
     commits.json and returns what it holds."""
-    repos = {name: GIT_ROOT / f"{name}.git" for name in ("TensorFold", "kit", "profile")}
+    repos = {name: GIT_ROOT / f"{name}.git" for name in ("TensorFold", "kit", "profile", "recipe")}
     for repo in repos.values():
         if not (repo / "HEAD").exists():
             repo.parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +124,11 @@ def ensure_git_repos(changes: list[str]) -> dict:
         repos["profile"], revised_overlay(profile_files, overlay), "patches: overlay revision (changes only the overlay)",
         GIT_DATES["profile-2"], parent=first,
     )  # fmt: skip
-    for name, sha in (("TensorFold", engine), ("kit", kit), ("profile", second)):
+    recipe = write_commit(
+        repos["recipe"], source_files(SIM / "recipe"), "glm-5.3-flash-2xdgx-spark-vllm: lab simulator of the vLLM recipe",
+        GIT_DATES["recipe"],
+    )  # fmt: skip
+    for name, sha in (("TensorFold", engine), ("kit", kit), ("profile", second), ("recipe", recipe)):
         current = run(["git", f"--git-dir={repos[name]}", "rev-parse", "-q", "--verify", "refs/heads/main"], check=False)
         if current.stdout.strip() != sha:
             git(repos[name], "update-ref", "refs/heads/main", sha)
@@ -133,6 +138,7 @@ def ensure_git_repos(changes: list[str]) -> dict:
         "kit": {"url": f"{GIT_URL}/kit.git", "commit": kit, "submodule": {"vendor/TensorFold": engine}},
         "tensorfold": {"url": f"{GIT_URL}/TensorFold.git", "commit": engine},
         "profile": {"url": f"{GIT_URL}/profile.git", "commit": second, "commits": [first, second]},
+        "recipe": {"url": f"{GIT_URL}/recipe.git", "commit": recipe},
     }
     text = json.dumps(commits, indent=2) + "\n"
     if not GIT_COMMITS.is_file() or GIT_COMMITS.read_text() != text:

@@ -13,7 +13,10 @@ import baseline
 
 from sparklab.commands import LabError, docker, inspect, log, node_exec
 from sparklab.host import engine_answers, ensure_engine, ensure_tools
-from sparklab.images import drop_other_tags, ensure_images, ensure_pytorch_image, ensure_pytorch_in_node
+from sparklab.images import (
+    VLLM_BASE_IMAGE, drop_other_tags, ensure_image_in_node, ensure_images, ensure_pytorch_image, ensure_pytorch_in_node,
+    ensure_vllm_base_image,
+)
 from sparklab.inventory import ensure_inventory
 from sparklab.labgit import GIT_URL, ensure_git_server, stop_git_server
 from sparklab.labhub import HUB_URL, ensure_hub, stop_hub
@@ -100,6 +103,7 @@ def up(nodes: int | None = None) -> Lab:
         ensure_engine(changes)
         image, base = ensure_images(changes)
         pytorch = ensure_pytorch_image(base, changes)
+        vllm_base = ensure_vllm_base_image(changes)
         ensure_networks(changes)
         ensure_cable_rules(changes)
         ensure_hub(changes)
@@ -111,6 +115,8 @@ def up(nodes: int | None = None) -> Lab:
         changes += restore_baseline(lab)
         changes += per_node(ensure_busybox, lab)
         changes += per_node(lambda node: ensure_pytorch_in_node(node, pytorch), lab)
+        # The recipe's base only on the head, as a Spark head pulls it: the workers get the built image.
+        changes += ensure_image_in_node(lab[0], VLLM_BASE_IMAGE, vllm_base)
         inventory = ensure_inventory(lab, changes)
         # Builds of older recipes, now that no node runs on them.
         drop_other_tags("glm53-lab/node", image)

@@ -56,6 +56,13 @@ def hosts_text(nodes: list[Node]) -> str:
     return "".join(f"{n.mgmt} {n.name}\n" for n in nodes)
 
 
+# The RDMA verbs devices (uverbs: char major 231; rdma_cm: 10:58) a rank container is given
+# with --device /dev/infiniband, as on a Spark. The node makes their nodes at boot
+# (glm53-lab-rdma-sysfs.service); its inner engine can grant them to a rank only when the
+# node's own device cgroup allows them.
+DEVICE_RULES = ("c 231:* rwm", "c 10:58 rwm")
+
+
 def recreate_reason(info: dict, image: str) -> str | None:
     """Why an existing node container must be made again, or None: another image, or
     another memory limit than layout.NODE_MEMORY (not part of the image, so compared on
@@ -67,6 +74,8 @@ def recreate_reason(info: dict, image: str) -> str | None:
     # no node can have one (recreating would change nothing).
     if host.get("Memory") != NODE_MEMORY or host.get("MemorySwap") not in (NODE_MEMORY, -1):
         return f"memory limit {host.get('Memory') or 'none'} (swap {host.get('MemorySwap')}) is not {NODE_MEMORY}"
+    if sorted(host.get("DeviceCgroupRules") or []) != sorted(DEVICE_RULES):
+        return "device rules changed"
     return None
 
 
@@ -84,6 +93,7 @@ def create_node(node: Node, image: str, lab: list[Node]) -> None:
         # The node's own memory (layout.NODE_MEMORY), no swap beyond it: glm53-lab-gpud
         # reports it as the node's /proc/meminfo and the GPU's free memory.
         "--memory", str(NODE_MEMORY), "--memory-swap", str(NODE_MEMORY),
+        *(arg for rule in DEVICE_RULES for arg in ("--device-cgroup-rule", rule)),
         # overlay2 cannot nest on the container's own overlay root: give it a volume.
         "-v", f"{node.volume}:/var/lib/docker",
         image,
