@@ -10,7 +10,9 @@ __metaclass__ = type
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_plan import run_plan
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import evict_paths, memory_report, short_message
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import (
+    evict_paths, memory_gates, memory_report, short_message,
+)
 
 
 def engine_run_plan(probe, images=None, changes=None, config_now=None, config_started=None, config_written=False):
@@ -27,7 +29,13 @@ def engine_evict_paths(weights_by_node, extra=None):
 
 def engine_memory_report(named, ballooned=None, gate_gib=0):
     """Each node's MemFree through the eviction before a start, and the nodes still under the gate."""
-    return memory_report(_plain(named), _plain(ballooned), float(gate_gib or 0))
+    gates = _plain(gate_gib)
+    return memory_report(_plain(named), _plain(ballooned), gates if isinstance(gates, dict) else float(gates or 0))
+
+
+def engine_memory_gates(named, gate_gib=0, fraction=0):
+    """``{node: GiB}`` each node's engine waits for: ``gate_gib``, or ``fraction`` of its MemTotal."""
+    return memory_gates(_plain(named), float(gate_gib or 0), float(fraction or 0))
 
 
 def engine_memory_short(report, variable):
@@ -38,4 +46,5 @@ def engine_memory_short(report, variable):
 class FilterModule(object):
     def filters(self):
         return {"engine_run_plan": engine_run_plan, "engine_memory_report": engine_memory_report,
-                "engine_memory_short": engine_memory_short, "engine_evict_paths": engine_evict_paths}
+                "engine_memory_short": engine_memory_short,
+                "engine_memory_gates": engine_memory_gates, "engine_evict_paths": engine_evict_paths}

@@ -42,8 +42,10 @@ def read_meminfo(path=MEMINFO_PATH):
 
 
 def memory_summary(meminfo):
-    """The three numbers every role and module reports, in bytes."""
+    """The numbers every role and module reports, in bytes. MemTotal sizes what an engine takes
+    as a share of the node (vLLM's --gpu-memory-utilization)."""
     return {
+        "mem_total": meminfo.get("MemTotal", 0),
         "mem_free": meminfo.get("MemFree", 0),
         "mem_available": meminfo.get("MemAvailable", 0),
         "cached": meminfo.get("Cached", 0),

@@ -281,6 +281,10 @@ memory_before:
   returned: always
   type: dict
   contains:
+    mem_total:
+      description: C(MemTotal).
+      type: int
+      sample: 128157057024
     mem_free:
       description: C(MemFree). On GB10 this is what the GPU sees as free.
       type: int
@@ -298,6 +302,10 @@ memory_after:
   returned: always
   type: dict
   contains:
+    mem_total:
+      description: C(MemTotal).
+      type: int
+      sample: 128157057024
     mem_free:
       description: C(MemFree).
       type: int

@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+
 GIB = float(1 << 30)
 
 
@@ -45,15 +47,31 @@ def _gib(value):
     return "%.1f" % (value / GIB)
 
 
+def memory_gates(named, gate_gib=0, fraction=0):
+    """``{node: GiB}``: the MemFree each node's engine waits for at load. ``gate_gib`` for every
+    node (the kit's MEM_GATE_GIB), or, with ``fraction`` above 0, that share of the node's own
+    MemTotal (vLLM allocates --gpu-memory-utilization x total memory at load and fails when that
+    much is not free), rounded up to 0.01 GiB. Nodes come from page_cache_evict's loop results."""
+    gates = {}
+    for node, res in _by_node(named).items():
+        total = res["memory_before"].get("mem_total") or 0
+        if float(fraction or 0) > 0:
+            gates[node] = math.ceil(float(fraction) * total / GIB * 100) / 100.0
+        else:
+            gates[node] = float(gate_gib or 0)
+    return gates
+
+
 def memory_report(named, ballooned=None, gate_gib=0):
     """``{"lines": [...], "short": [{"node", "free", "gate"}], "msg": str}`` from page_cache_evict's
     loop results: ``named`` (method fadvise, one per node) and ``ballooned`` (method balloon with
     free_target_gib, one per node, or skipped). ``gate_gib``: the MemFree the engine waits for
-    (0: no gate, nothing is short)."""
+    (0: no gate, nothing is short), one number or ``{node: GiB}`` (memory_gates)."""
     named, ballooned = _by_node(named), _by_node(ballooned)
-    gate = float(gate_gib or 0) * GIB
     lines, short = [], []
     for node in list(named) + [node for node in ballooned if node not in named]:
+        node_gate_gib = float((gate_gib.get(node) if isinstance(gate_gib, dict) else gate_gib) or 0)
+        gate = node_gate_gib * GIB
         first = named.get(node) or ballooned[node]
         before = first["memory_before"].get("mem_free", 0)
         parts = ["%s: MemFree %s GiB" % (node, _gib(before))]
@@ -74,7 +92,7 @@ def memory_report(named, ballooned=None, gate_gib=0):
             elif expected is not None:
                 after = max(after, expected)
         if gate > 0:
-            parts.append("(the engine waits for %g GiB)" % float(gate_gib))
+            parts.append("(the engine waits for %g GiB)" % node_gate_gib)
             if after < gate:
                 short.append({"node": node, "free": after, "gate": gate})
         lines.append(" ".join(parts))
@@ -85,9 +103,9 @@ def memory_report(named, ballooned=None, gate_gib=0):
 
 def short_message(report, variable):
     """The failure for nodes that eviction could not bring to the gate: which, how far, the fix."""
-    nodes = ", ".join("%s has %s GiB" % (item["node"], _gib(item["free"])) for item in report["short"])
-    gate = report["short"][0]["gate"] / GIB if report["short"] else 0
-    return ("MemFree stays under the %g GiB the engine's memory gate waits for after evicting every page the role "
+    nodes = ", ".join("%s has %s GiB of the %g GiB" % (item["node"], _gib(item["free"]), round(item["gate"] / GIB, 2))
+                      for item in report["short"])
+    return ("MemFree stays under what the engine's memory gate waits for after evicting every page the role "
             "can name and the balloon: %s. What is left is held by processes, not the page cache: stop other "
             "workloads on those nodes (another engine, a large job), or lower the gate with %s. Nothing was "
-            "started." % (gate, nodes, variable))
+            "started." % (nodes, variable))

@@ -25,6 +25,7 @@ def test_parse_converts_kb_to_bytes_and_keeps_counts():
 def test_summary_picks_the_three_reported_fields():
     summary = memory_summary(parse_meminfo(SAMPLE))
     assert summary == {
+        "mem_total": 128157056 * 1024,
         "mem_free": 113246208 * 1024,
         "mem_available": 120586240 * 1024,
         "cached": 6291456 * 1024,
