@@ -210,6 +210,21 @@ def _tokenizer_config() -> bytes:
     return _json({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>", "model_max_length": 262144})
 
 
+def _chat_template() -> bytes:
+    """A short GLM-style chat template (the real one is longer; the engines' stand-ins never render it)."""
+    return (
+        "{#- " + LAB_NOTE + " -#}\n"
+        "[gMASK]<sop>\n"
+        "{%- for message in messages %}\n"
+        "{%- if message['role'] == 'system' %}<|system|>\n{{ message['content'] }}\n"
+        "{%- elif message['role'] == 'user' %}<|user|>\n{{ message['content'] }}\n"
+        "{%- elif message['role'] == 'assistant' %}<|assistant|>\n{{ message['content'] }}\n"
+        "{%- endif %}\n"
+        "{%- endfor %}\n"
+        "{%- if add_generation_prompt %}<|assistant|>\n{%- endif %}\n"
+    ).encode()
+
+
 def _index(shards: list[FileSpec]) -> bytes:
     """model.safetensors.index.json over `shards` (tensor bytes and weight_map consistent with them)."""
     total = sum(s.size - len(safetensors_header(s.name, s.size)) for s in shards)
@@ -261,6 +276,7 @@ def catalog(bench: bool = False, lfs_size: int | None = None) -> dict[str, RepoS
         FileSpec("config.json", _config(quantization_config={"quant_method": "modelopt", "quant_algo": "NVFP4"})),
         FileSpec("tokenizer.json", _tokenizer()),
         FileSpec("tokenizer_config.json", _tokenizer_config()),
+        FileSpec("chat_template.jinja", _chat_template()),
         FileSpec("model.safetensors.index.json", _index(shards)),
         *shards,
     ), tags=("safetensors", "glm4_moe", "nvfp4")))

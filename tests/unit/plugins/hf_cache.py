@@ -1,12 +1,15 @@
 """A Hugging Face hub cache on disk as huggingface_hub lays it out: with the verified manifest
 hf_snapshot writes, for the hf_mirror tests; a repo with the hub's hashes of its files, for the
-verification and repair tests; and an independent reader of such a tree (sha256 of every
-file, links as they are) to compare copies with."""
+verification and repair tests; a checkpoint as vLLM loads it (config, index, chat template,
+shards), for the checkpoint_check tests; and independent readers of such a tree (sha256 of
+every file, links as they are, to compare copies with; coreutils' sha256sum, as the vLLM
+recipe runs it)."""
 
 import hashlib
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -118,3 +121,60 @@ def small_tree(root, repo_id, revision):
     tree.add("config.json", b'{"a": 1}\n', lfs=False)
     tree.add("sub/model.safetensors", os.urandom(3 * 1024 * 1024 + 17), lfs=True)
     return tree
+
+
+CHAT_TEMPLATE = (b"[gMASK]<sop>{% for message in messages %}"
+                 b"{% if message['role'] == 'user' %}<|user|>\n{{ message['content'] }}"
+                 b"{% elif message['role'] == 'assistant' %}<|assistant|>\n{{ message['content'] }}{% endif %}"
+                 b"{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+def checkpoint_tree(root, shards, repo_id="org/model", revision=REVISION):
+    """A Tree holding a safetensors checkpoint as vLLM loads it: config.json, the index, whose
+    weight_map names each shard of ``shards`` ({name: bytes}) for two tensors, chat_template.jinja,
+    tokenizer_config.json, then the shards (LFS blobs)."""
+    tree = Tree(root, repo_id, revision)
+    weight_map = {}
+    for number, name in enumerate(sorted(shards)):
+        weight_map["model.layers.%d.mlp.weight" % number] = name
+        weight_map["model.layers.%d.attn.weight" % number] = name
+    index = json.dumps({"metadata": {"total_size": sum(len(d) for d in shards.values())},
+                        "weight_map": weight_map}, indent=2).encode() + b"\n"
+    tree.add("config.json", b'{"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"}\n', lfs=False)
+    tree.add("model.safetensors.index.json", index, lfs=False)
+    tree.add("chat_template.jinja", CHAT_TEMPLATE, lfs=False)
+    tree.add("tokenizer_config.json", b'{"eos_token": "<|endoftext|>"}\n', lfs=False)
+    for name, data in sorted(shards.items()):
+        tree.add(name, data, lfs=True)
+    return tree
+
+
+def entry(tree, name):
+    """The Tree's entry of the file ``name``."""
+    return next(e for e in tree.files if e["name"] == name)
+
+
+# The vLLM recipe's meta files, in its order (rank-tp2.sh), and three shards of 6000 bytes in all.
+META_FILES = ("config.json", "model.safetensors.index.json", "chat_template.jinja", "tokenizer_config.json")
+SHARDS = {"model-00001-of-00003.safetensors": b"\x01" * 1000, "model-00002-of-00003.safetensors": b"\x02" * 2000,
+          "model-00003-of-00003.safetensors": b"\x03" * 3000}
+
+
+def _sha256sum(directory, script, names):
+    """stdout of ``script`` (a bash pipeline of coreutils' sha256sum over ``"$@"``) run in ``directory``."""
+    if not shutil.which("sha256sum"):
+        pytest.fail("sha256sum (coreutils) is not on PATH: apt-get install coreutils")
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", script, "bash"] + list(names),
+                          cwd=directory, capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def shell_model_meta(directory, names=META_FILES):
+    """What the recipe computes: `sha256sum <names> | sha256sum`, first field, run in ``directory``."""
+    return _sha256sum(directory, 'sha256sum "$@" | sha256sum', names).split()[0]
+
+
+def shell_sha256(directory, names=META_FILES):
+    """{name: digest} as `sha256sum <names>` prints them."""
+    return {line.split("  ", 1)[1]: line.split("  ", 1)[0]
+            for line in _sha256sum(directory, 'sha256sum "$@"', names).splitlines()}
