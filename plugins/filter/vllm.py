@@ -12,6 +12,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import worker_container
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._vllm_images import (
     IMAGE,
     image_build_needed,
@@ -65,6 +66,24 @@ def vllm_image_ship(head_id, worker_ids):
     return _call("vllm_image_ship", image_ship_targets, _plain(head_id), _plain(worker_ids))
 
 
+def vllm_image_id(inspect):
+    """The image id in a parsed ``docker image inspect`` list, or '' when it is absent."""
+    inspect = _plain(inspect)
+    return str((inspect[0] if isinstance(inspect, list) and inspect else inspect or {}).get("Id") or "")
+
+
+def vllm_rank_workers(workers, ssh, images=None):
+    """wait_for_slots' ``workers``: each worker's rank container, reached over ssh from the head."""
+    images = _plain(images) or {}
+    out = []
+    for node in _plain(workers) or []:
+        entry = {"ssh": _plain(ssh)[node], "container": worker_container("vllm", len(out) + 1), "node": node}
+        if images.get(node):
+            entry["image"] = images[node]
+        out.append(entry)
+    return out
+
+
 def vllm_image_mismatch(ids_by_node, image=IMAGE):
     """None when every node has the head's image id, else the failure message."""
     return _call("vllm_image_mismatch", image_mismatch, _plain(ids_by_node), image=str(image))
@@ -80,4 +99,6 @@ class FilterModule(object):
             "vllm_image_build": vllm_image_build,
             "vllm_image_ship": vllm_image_ship,
             "vllm_image_mismatch": vllm_image_mismatch,
+            "vllm_image_id": vllm_image_id,
+            "vllm_rank_workers": vllm_rank_workers,
         }

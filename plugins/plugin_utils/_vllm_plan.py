@@ -131,6 +131,9 @@ def rank_argv(rank, nnodes, options):
     return argv + [str(arg) for arg in options.get("extra_args") or []]
 
 
+ULIMITS = ("memlock:-1:-1", "stack:67108864:67108864")
+
+
 def rank_spec(rank, nnodes, options, env=None):
     """The ``community.docker.docker_container`` parameters of one rank, without the plan label.
 
@@ -152,7 +155,8 @@ def rank_spec(rank, nnodes, options, env=None):
         "network_mode": "host",
         "ipc_mode": "host",
         "shm_size": str(options["shm_size"]),
-        "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
+        # The recipe's; the lab's dockerd cannot grant an unlimited memlock and passes its own.
+        "ulimits": [str(item) for item in options.get("ulimits") or ULIMITS],
         "capabilities": ["IPC_LOCK"],
         "devices": ["/dev/infiniband:/dev/infiniband"],
         "device_requests": [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}],
@@ -307,10 +311,13 @@ def _labels(inspect):
 def plan_changes(found_by_node, digest):
     """Why the running ranks differ from this run's plan: one reason per node whose container
     was started from another plan or not by this role. ``found_by_node``: {node: the docker
-    inspect of its glm53-vllm container, or None}, in rank order; a node without a container
+    inspect of its glm53-vllm container (or the list docker prints), or None}, in rank order; a node without a container
     gives no reason here (the probe reports it absent)."""
     reasons = []
     for position, (node, inspect) in enumerate((found_by_node or {}).items()):
+        # `docker container inspect` prints a list: its one entry, or none.
+        if isinstance(inspect, list):
+            inspect = inspect[0] if inspect else None
         if not inspect:
             continue
         labels = _labels(inspect)

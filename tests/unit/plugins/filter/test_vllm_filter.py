@@ -17,8 +17,21 @@ from ansible_collections.dgx_spark.glm53.tests.unit.plugins.plugin_utils.vllm_fi
 
 def test_the_filters_the_role_calls():
     assert sorted(vllm.FilterModule().filters()) == [
-        "vllm_cluster_plan", "vllm_image_build", "vllm_image_mismatch", "vllm_image_ship", "vllm_node_count_problem",
-        "vllm_plan_changes", "vllm_profile"]
+        "vllm_cluster_plan", "vllm_image_build", "vllm_image_id", "vllm_image_mismatch", "vllm_image_ship",
+        "vllm_node_count_problem", "vllm_plan_changes", "vllm_profile", "vllm_rank_workers"]
+
+
+def test_image_id_reads_dockers_inspect_list_and_absence_is_empty():
+    assert vllm.vllm_image_id([{"Id": "sha256:" + "a" * 64}]) == "sha256:" + "a" * 64
+    assert vllm.vllm_image_id([]) == ""
+
+
+def test_rank_workers_name_each_workers_rank_over_its_link_and_its_image():
+    workers = vllm.vllm_rank_workers(["w1", "w2"], {"w1": "spark@10.0.0.2", "w2": "spark@10.0.0.3"},
+                                     {"w2": "sha256:" + "b" * 64})
+    assert workers == [
+        {"ssh": "spark@10.0.0.2", "container": "glm53-vllm", "node": "w1"},
+        {"ssh": "spark@10.0.0.3", "container": "glm53-vllm", "node": "w2", "image": "sha256:" + "b" * 64}]
 
 
 def test_the_filters_answer_as_plugin_utils_does():
