@@ -8,7 +8,7 @@
 #   make unit         pytest tests/unit (real page cache, pure functions)
 #   make build        build the collection tarball and prove it installs alone
 #   make site-vars  regenerate README.md's site-variables table from meta/site_argument_spec.yml
-#   make node-requirements  regenerate roles/hf_weights/files/requirements-node.txt (hash lock; needs PyPI)
+#   make node-requirements  regenerate roles/*/files/requirements-node.txt (the nodes' hash locks; needs PyPI)
 #   make integration  end-to-end tests on the lab through ansible-runner
 #   make molecule     every molecule scenario on the lab
 #   make lab-up | lab-down | lab-status   (lab-up/lab-status/lab take NODES=N, default $GLM53_LAB_NODES or 2)
@@ -116,13 +116,20 @@ test:
 	printf '\nmake test: every stage passed (unit-wait: what the unit tests took past the lab tests)\n%b%-16s %5d s\n' \
 	  "$$rows" total $$(( $$(date +%s) - t0 ))
 
-# The hash lock of the nodes' Hugging Face client (role hf_weights): pip download from PyPI of
-# the role's pins for every supported node platform, then each wheel's sha256. Run it after
-# changing _hf_weights_requirements or _hf_weights_pip_version, and commit the result.
-NODE_REQUIREMENTS := roles/hf_weights/files/requirements-node.txt
+# The hash locks of the nodes' offline virtualenvs (role node_venv installs them), one per role
+# in NODE_REQUIREMENTS: pip download from PyPI of the role's pins (_<role>_requirements and
+# _<role>_pip_version in roles/<role>/vars/main.yml) for every supported node platform, then
+# each wheel's sha256, into roles/<role>/files/requirements-node.txt. Run it after changing
+# the pins, and commit the result; `make node-requirements NODE_REQUIREMENTS=vllm_nvfp4` makes one.
+# NODE_LOCK_PURPOSE_<role>: what the lock holds, its first line.
+NODE_REQUIREMENTS ?= hf_weights vllm_nvfp4
+NODE_LOCK_PURPOSE_hf_weights := the Hugging Face client for the nodes
+NODE_LOCK_PURPOSE_vllm_nvfp4 := the Docker API client for the nodes (requests, for community.docker)
 node-requirements: setup
-	PYTHONPATH=$(abspath .collections) python -m ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse \
-	  --vars roles/hf_weights/vars/main.yml --out $(NODE_REQUIREMENTS)
+	$(foreach role,$(NODE_REQUIREMENTS),PYTHONPATH=$(abspath .collections) \
+	  python -m ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse \
+	  --vars roles/$(role)/vars/main.yml --out roles/$(role)/files/requirements-node.txt \
+	  --purpose "$(NODE_LOCK_PURPOSE_$(role))";)
 
 # README.md's "Site variables" table is rendered from the site contract, never edited by
 # hand; tests/unit/test_site_contract.py fails when it is stale. Run after changing

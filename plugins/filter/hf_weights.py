@@ -7,9 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import WheelhouseError, locked_download_argv
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._hf_weights import (
     force_list, held, input_errors, license_notice, select_models, space_errors, weights_facts)
 
@@ -49,15 +46,6 @@ def hf_weights_facts(snapshots, path, refused):
     return weights_facts(path, snapshots, refused)
 
 
-def hf_weights_pip_download(python, arch, python_version, lock, dest):
-    """argv of the controller's ``pip download`` of a node platform's wheelhouse from the
-    role's hash lock (pip refuses a file whose sha256 the lock does not pin)."""
-    try:
-        return locked_download_argv(arch, python_version, lock, dest, pip_command=(python, "-m", "pip"))
-    except WheelhouseError as exc:
-        raise AnsibleFilterError("hf_weights wheelhouse: %s" % exc)
-
-
 class FilterModule(object):
     def filters(self):
         return {
@@ -69,5 +57,4 @@ class FilterModule(object):
             "hf_weights_held": hf_weights_held,
             "hf_weights_pins": hf_weights_pins,
             "hf_weights_force": hf_weights_force,
-            "hf_weights_pip_download": hf_weights_pip_download,
         }

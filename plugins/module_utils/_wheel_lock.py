@@ -33,9 +33,9 @@ _HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _CHUNK = 1 << 20
 _MISMATCH_FIX = ("refused, nothing was installed. The file differs from the one the lock was made from: delete it "
-                 "and the wheelhouse it was copied from (the hf_weights role's is under hf_weights_wheelhouse on the "
-                 "controller) and rerun, so both are downloaded again; if the package really changed, regenerate "
-                 "the lock with `make node-requirements`")
+                 "and the wheelhouse it was copied from (the node_venv role's is on the controller under "
+                 "node_venv_wheelhouse, which hf_weights sets from hf_weights_wheelhouse) and rerun, so both are "
+                 "downloaded again; if the package really changed, regenerate the lock with `make node-requirements`")
 
 
 class LockError(ValueError):

@@ -66,8 +66,8 @@ options:
     elements: str
   requirements_file:
     description:
-      - A hash-locked requirements file on the node, as C(make node-requirements) writes the
-        C(dgx_spark.glm53.hf_weights) role's (C(roles/hf_weights/files/requirements-node.txt)) -
+      - A hash-locked requirements file on the node, as C(make node-requirements) writes a role's
+        (C(roles/<role>/files/requirements-node.txt), which the C(dgx_spark.glm53.node_venv) role copies over) -
         every package V(name==version) with a C(--hash=sha256:) per wheel, a C(# sha256:<hex> <file>)
         comment line per wheel above it, no markers. It must pin pip too (the wheel pip runs from).
       - Exactly one of O(requirements) and O(requirements_file) is required.
@@ -92,12 +92,15 @@ options:
 requirements:
   - Python 3.8 or later on the node (C(importlib.metadata)).
 notes:
-  - "How the role builds the wheelhouse, on the controller (which reaches the package index), for
-    the node's Python X.Y and CPU from its facts (C(ansible_python.version), C(ansible_architecture)):
+  - "How to build the wheelhouse, on the controller (which reaches the package index), for
+    the node's Python X.Y and CPU (as its C(python3) reports them, or the facts C(ansible_python.version)
+    and C(ansible_architecture)):
     C(pip download --only-binary=:all: --platform manylinux2014_<arch> --platform manylinux_2_17_<arch>
     --platform manylinux_2_28_<arch> --python-version <X.Y> --implementation cp --dest <dir>
-    <requirements> pip==<version>), with C(<arch>) V(x86_64) or V(aarch64); then it copies C(<dir>)
-    to the node. The argv comes from C(pip_download_argv()) in the collection's
+    <requirements> pip==<version>), with C(<arch>) V(x86_64) or V(aarch64), then copy C(<dir>)
+    to the node. From a hash lock, C(--require-hashes -r <lock>) takes the place of the requirements:
+    that is what the C(dgx_spark.glm53.node_venv) role runs, once per lock and node platform. The argv
+    comes from C(pip_download_argv()) and C(locked_download_argv()) in the collection's
     C(plugins/plugin_utils/_wheelhouse.py). manylinux_2_28 wheels need glibc 2.28 or later
     (DGX OS 7 has 2.39)."
   - "A wheelhouse without a wheel for the node's platform fails with the package, the platform

@@ -10,8 +10,9 @@ own platform: the node's Python X.Y and CPU (Ansible's ``ansible_python.version`
 offline_venv module runs when the node has no pip of its own.
 
 ``locked_download_argv()`` is the same download from a hash lock (module_utils/_wheel_lock.py),
-so pip refuses a file whose sha256 the lock does not pin. ``main()`` makes that lock
-(``make node-requirements``): a ``pip download`` from PyPI for every platform of
+so pip refuses a file whose sha256 the lock does not pin (the node_venv role's download).
+``main()`` makes a role's lock (``make node-requirements``) from the pins in its
+``roles/<role>/vars/main.yml``: a ``pip download`` from PyPI for every platform of
 ``LOCK_ARCHES`` x ``LOCK_PYTHONS``, then the sha256 of every wheel.
 """
 
@@ -137,21 +138,25 @@ def lock_entries(downloads):
     return [by_package[key] for key in sorted(by_package)]
 
 
-LOCK_HEADER = [
-    "dgx_spark.glm53 role hf_weights: the Hugging Face client for the nodes, hash-locked.",
-    "The controller downloads with `pip download --require-hashes -r` this file and the nodes install",
-    "with `pip install --require-hashes --no-index` (module offline_venv), which also checks every",
-    "wheel against the `# sha256:<hex> <file>` lines before pip runs.",
-    "Made by `make node-requirements` from _hf_weights_requirements and _hf_weights_pip_version in",
-    "roles/hf_weights/vars/main.yml: pip download from %s for each platform, then the" % PYPI,
-    "sha256 of each wheel. Regenerate it; never edit it by hand.",
-]
+def lock_header(role, purpose, prefix=None):
+    """The lock's header lines: what it holds, how it is used, and where its pins are
+    (``<prefix>_requirements`` and ``<prefix>_pip_version`` in ``roles/<role>/vars/main.yml``)."""
+    prefix = prefix or "_%s" % role
+    return [
+        "dgx_spark.glm53 role %s: %s, hash-locked." % (role, purpose),
+        "The controller downloads with `pip download --require-hashes -r` this file and the nodes install",
+        "with `pip install --require-hashes --no-index` (module offline_venv), which also checks every",
+        "wheel against the `# sha256:<hex> <file>` lines before pip runs.",
+        "Made by `make node-requirements` from %s_requirements and %s_pip_version in" % (prefix, prefix),
+        "roles/%s/vars/main.yml: pip download from %s for each platform, then the" % (role, PYPI),
+        "sha256 of each wheel. Regenerate it; never edit it by hand.",
+    ]
 
 
-def build_lock(requirements, pip_version, pip_command, index_url=PYPI):
+def build_lock(requirements, pip_version, pip_command, header, index_url=PYPI):
     """The lock's text: ``pip download`` of ``requirements`` and ``pip==pip_version`` for every
     platform from ``index_url`` alone (``--isolated``: no pip configuration of this machine),
-    then every wheel's sha256."""
+    then every wheel's sha256; ``header`` (lines) and the platforms on top."""
     work = tempfile.mkdtemp(prefix="node-requirements-")
     try:
         downloads = {}
@@ -166,26 +171,51 @@ def build_lock(requirements, pip_version, pip_command, index_url=PYPI):
                         " ".join(argv), proc.returncode, proc.stderr.strip()[-3000:]))
                 downloads["cp%s %s" % (python.replace(".", ""), arch)] = dict(
                     (name, sha256_file(os.path.join(dest, name))) for name in os.listdir(dest))
-        header = LOCK_HEADER + ["Platforms: CPython %s on manylinux %s." % (" ".join(LOCK_PYTHONS),
-                                                                            " and ".join(LOCK_ARCHES))]
-        return render_lock(lock_entries(downloads), header)
+        platforms = "Platforms: CPython %s on manylinux %s." % (" ".join(LOCK_PYTHONS), " and ".join(LOCK_ARCHES))
+        return render_lock(lock_entries(downloads), list(header) + [platforms])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def vars_role(path):
+    """The role whose ``roles/<role>/vars/main.yml`` this is."""
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+    if len(parts) < 4 or parts[-4] != "roles" or parts[-2] != "vars" or parts[-1] != "main.yml":
+        raise WheelhouseError("--vars %s is not a role's roles/<role>/vars/main.yml" % (path,))
+    return parts[-3]
+
+
+def role_pins(pins, prefix, path):
+    """(requirements, pip version) from a role's vars: ``<prefix>_requirements`` and ``<prefix>_pip_version``."""
+    missing = [name for name in (prefix + "_requirements", prefix + "_pip_version") if name not in (pins or {})]
+    if missing:
+        raise WheelhouseError("%s has no %s; the lock is made from %s_requirements (name==version list) and "
+                              "%s_pip_version" % (path, " or ".join(missing), prefix, prefix))
+    return list(pins[prefix + "_requirements"]), str(pins[prefix + "_pip_version"])
+
+
 def main(argv=None):
-    """``make node-requirements``: write the lock from the role's pinned requirements."""
+    """``make node-requirements``: write a role's lock from its pinned requirements."""
     import yaml  # the controller has it (ansible-core needs it); nodes never run this
 
-    parser = argparse.ArgumentParser(description="Regenerate the hash-locked requirements of the node wheelhouse.")
-    parser.add_argument("--vars", required=True, help="roles/hf_weights/vars/main.yml")
-    parser.add_argument("--out", required=True, help="roles/hf_weights/files/requirements-node.txt")
+    parser = argparse.ArgumentParser(description="Regenerate the hash-locked requirements of a role's node wheelhouse.")
+    parser.add_argument("--vars", required=True, help="the role's vars, roles/<role>/vars/main.yml")
+    parser.add_argument("--out", required=True, help="the lock, roles/<role>/files/requirements-node.txt")
+    parser.add_argument("--purpose", required=True,
+                        help="what the lock holds, for its first line: 'the Hugging Face client for the nodes'")
+    parser.add_argument("--prefix", help="the pins' variable prefix (default _<role>: _<role>_requirements, "
+                                         "_<role>_pip_version)")
     parser.add_argument("--index-url", default=PYPI)
     args = parser.parse_args(argv)
-    with open(args.vars) as handle:
-        pins = yaml.safe_load(handle)
-    text = build_lock(list(pins["_hf_weights_requirements"]), str(pins["_hf_weights_pip_version"]),
-                      (sys.executable, "-m", "pip"), index_url=args.index_url)
+    try:
+        role = vars_role(args.vars)
+        prefix = args.prefix or "_%s" % role
+        with open(args.vars) as handle:
+            requirements, pip_version = role_pins(yaml.safe_load(handle), prefix, args.vars)
+        text = build_lock(requirements, pip_version, (sys.executable, "-m", "pip"),
+                          lock_header(role, args.purpose, prefix), index_url=args.index_url)
+    except WheelhouseError as exc:
+        parser.exit(1, "node-requirements: %s\n" % exc)
     with open(args.out + ".new", "w") as handle:
         handle.write(text)
     os.rename(args.out + ".new", args.out)

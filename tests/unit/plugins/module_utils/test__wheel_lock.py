@@ -1,7 +1,9 @@
-"""_wheel_lock: the hash lock of an offline wheelhouse, and the role's own lock
-(roles/hf_weights/files/requirements-node.txt): it pins what the role pins, for every platform
-the role supports, in a form pip reads."""
+"""_wheel_lock: the hash lock of an offline wheelhouse, and the roles' own locks
+(roles/<role>/files/requirements-node.txt, which the node_venv role installs from): each pins
+what its role pins, for every platform the locks support, in a form pip reads, and
+`make node-requirements` regenerates every one of them."""
 
+import glob
 import hashlib
 import os
 import re
@@ -12,35 +14,81 @@ import yaml
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _wheel_lock as lock
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-ROLE = os.path.join(ROOT, "roles", "hf_weights")
-with open(os.path.join(ROLE, "files", "requirements-node.txt")) as _handle:
-    ROLE_LOCK = _handle.read()
+LOCK_ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(path)))
+                    for path in glob.glob(os.path.join(ROOT, "roles", "*", "files", "requirements-node.txt")))
+# Per role, its packages with a wheel per platform (cpXY-cpXY, or abi3 per CPU); every other
+# wheel of its lock runs anywhere (py3-none-any).
+PLATFORM_WHEELS = {
+    "hf_weights": {"pyyaml": "cp", "hf_xet": "abi3"},
+    "vllm_nvfp4": {"charset_normalizer": "cp"},
+}
 A = "a" * 64
 B = "b" * 64
 
 
-def test_the_role_lock_pins_exactly_the_role_requirements_and_its_pip():
-    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
+def role_lock(role):
+    with open(os.path.join(ROOT, "roles", role, "files", "requirements-node.txt")) as handle:
+        return handle.read()
+
+
+def role_pins(role):
+    with open(os.path.join(ROOT, "roles", role, "vars", "main.yml")) as handle:
         pins = yaml.safe_load(handle)
+    return pins["_%s_requirements" % role], pins["_%s_pip_version" % role]
+
+
+def test_the_locks_are_those_of_hf_weights_and_vllm_nvfp4():
+    # Guards the parametrized checks below against an empty or moved set of locks.
+    assert LOCK_ROLES == ["hf_weights", "vllm_nvfp4"]
+    assert sorted(PLATFORM_WHEELS) == LOCK_ROLES
+
+
+def test_make_node_requirements_regenerates_every_lock_with_its_purpose():
+    with open(os.path.join(ROOT, "Makefile")) as handle:
+        makefile = handle.read()
+    listed = re.search(r"^NODE_REQUIREMENTS \?= (.*)$", makefile, flags=re.M).group(1).split()
+    assert sorted(listed) == LOCK_ROLES
+    for role in LOCK_ROLES:
+        purpose = re.search(r"^NODE_LOCK_PURPOSE_%s := (.+)$" % role, makefile, flags=re.M).group(1)
+        assert role_lock(role).startswith("# dgx_spark.glm53 role %s: %s, hash-locked.\n" % (role, purpose))
+
+
+@pytest.mark.parametrize("role", LOCK_ROLES)
+def test_the_role_lock_pins_exactly_the_role_requirements_and_its_pip(role):
+    requirements, pip_version = role_pins(role)
     wanted = set("%s==%s" % (re.sub(r"[-_.]+", "-", item.split("==")[0]).lower(), item.split("==")[1])
-                 for item in pins["_hf_weights_requirements"]) | {"pip==%s" % pins["_hf_weights_pip_version"]}
-    found = set(re.findall(r"^(\S+==\S+) \\$", ROLE_LOCK, flags=re.M))
+                 for item in requirements) | {"pip==%s" % pip_version}
+    found = set(re.findall(r"^(\S+==\S+) \\$", role_lock(role), flags=re.M))
     assert found == wanted
+    # The same through the parser offline_venv uses on the node.
+    parsed = set("%s==%s" % (entry["key"], entry["version"]) for entry in lock.parse_lock(role_lock(role)))
+    assert parsed == wanted
 
 
+@pytest.mark.parametrize("role", LOCK_ROLES)
+def test_the_role_lock_names_the_pins_it_was_made_from(role):
+    assert ("# Made by `make node-requirements` from _%s_requirements and _%s_pip_version in\n"
+            "# roles/%s/vars/main.yml: " % (role, role, role)) in role_lock(role)
+
+
+@pytest.mark.parametrize("role", LOCK_ROLES)
 @pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
 @pytest.mark.parametrize("python", ["cp311", "cp312", "cp313"])
-def test_the_role_lock_has_a_wheel_of_each_platform_specific_package_for_every_platform(arch, python):
-    files = re.findall(r"^# sha256:[0-9a-f]{64} (\S+\.whl)$", ROLE_LOCK, flags=re.M)
-    assert [f for f in files if f.startswith("pyyaml-") and "-%s-%s-" % (python, python) in f and arch in f]
-    assert [f for f in files if f.startswith("hf_xet-") and "-abi3-" in f and arch in f]
+def test_the_role_lock_has_a_wheel_of_each_platform_specific_package_for_every_platform(role, arch, python):
+    files = re.findall(r"^# sha256:[0-9a-f]{64} (\S+\.whl)$", role_lock(role), flags=re.M)
+    for package, kind in PLATFORM_WHEELS[role].items():
+        tag = "-%s-%s-" % (python, python) if kind == "cp" else "-abi3-"
+        assert [f for f in files if f.startswith(package + "-") and tag in f and arch in f], (package, python, arch)
     # Every other wheel runs anywhere.
-    assert all(f.endswith("-py3-none-any.whl") for f in files if not f.startswith(("pyyaml-", "hf_xet-")))
+    assert all(f.endswith("-py3-none-any.whl") for f in files
+               if not f.startswith(tuple(package + "-" for package in PLATFORM_WHEELS[role])))
 
 
-def test_the_role_lock_parses_and_names_each_hash_once():
-    entries = lock.parse_lock(ROLE_LOCK)
-    assert len(entries) == len(re.findall(r"==", ROLE_LOCK))
+@pytest.mark.parametrize("role", LOCK_ROLES)
+def test_the_role_lock_parses_and_names_each_hash_once(role):
+    text = role_lock(role)
+    entries = lock.parse_lock(text)
+    assert len(entries) == len(re.findall(r"==", text))
     for entry in entries:
         assert sorted(entry["files"].values()) == sorted(entry["hashes"])
 

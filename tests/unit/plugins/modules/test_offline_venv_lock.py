@@ -83,7 +83,8 @@ def test_a_wheel_whose_bytes_differ_from_the_lock_is_refused_naming_the_file_and
     assert result["msg"] == (
         "wheelhouse file %s: sha256 %s, but %s has sha256 %s for that file (tqdm==%s); refused, nothing was "
         "installed. The file differs from the one the lock was made from: delete it and the wheelhouse it was copied "
-        "from (the hf_weights role's is under hf_weights_wheelhouse on the controller) and rerun, so both are "
+        "from (the node_venv role's is on the controller under node_venv_wheelhouse, which hf_weights sets from "
+        "hf_weights_wheelhouse) and rerun, so both are "
         "downloaded again; if the package really changed, regenerate the lock with `make node-requirements`"
         % (changed / name, sha256(str(changed / name)), args["requirements_file"], FILE_HASHES[name], PINS["tqdm"]))
     assert not os.path.exists(args["path"])

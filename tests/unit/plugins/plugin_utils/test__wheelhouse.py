@@ -1,16 +1,23 @@
 """pip_download_argv: the controller's `pip download` line for a node's wheelhouse, from
-Ansible's architecture and Python facts."""
+Ansible's architecture and Python facts; main(): `make node-requirements`, a role's lock from
+the pins in its vars."""
+
+import os
 
 import pytest
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _wheelhouse
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._wheelhouse import (
     WheelhouseError,
     lock_entries,
+    lock_header,
     locked_download_argv,
     pip_download_argv,
     platform_tags,
     python_x_y,
 )
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 REQUIREMENTS = ["huggingface_hub==2.4.0", "tqdm==4.70.1"]
 
@@ -103,3 +110,59 @@ def test_platforms_that_disagree_are_refused(downloads, message):
     with pytest.raises(WheelhouseError) as caught:
         lock_entries(downloads)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("role, purpose", [
+    ("hf_weights", "the Hugging Face client for the nodes"),
+    ("vllm_nvfp4", "the Docker API client for the nodes (requests, for community.docker)"),
+])
+def test_the_header_is_the_committed_locks_own(role, purpose):
+    # Regenerating a lock changes nothing but its pins: hf_weights' lock stays byte-identical.
+    with open(os.path.join(ROOT, "roles", role, "files", "requirements-node.txt")) as handle:
+        committed = handle.read().splitlines()
+    header = ["# " + line for line in lock_header(role, purpose)]
+    assert committed[:len(header)] == header
+
+
+def test_main_writes_the_roles_lock_from_its_own_pins(tmp_path, monkeypatch):
+    role_vars = tmp_path / "roles" / "some_role" / "vars" / "main.yml"
+    role_vars.parent.mkdir(parents=True)
+    role_vars.write_text("_some_role_requirements: [requests==2.34.2]\n_some_role_pip_version: '26.3'\n"
+                         "_other_requirements: [tqdm==4.70.1]\n_other_pip_version: '26.2'\n")
+    calls = []
+
+    def fake_build_lock(requirements, pip_version, pip_command, header, index_url):
+        calls.append((requirements, pip_version, header, index_url))
+        return "# %s\n" % "\n# ".join(header)
+
+    monkeypatch.setattr(_wheelhouse, "build_lock", fake_build_lock)
+    out = tmp_path / "requirements-node.txt"
+    _wheelhouse.main(["--vars", str(role_vars), "--out", str(out), "--purpose", "a client"])
+    assert calls == [(["requests==2.34.2"], "26.3", lock_header("some_role", "a client"), _wheelhouse.PYPI)]
+    text = out.read_text()
+    assert text.startswith("# dgx_spark.glm53 role some_role: a client, hash-locked.\n")
+    assert "from _some_role_requirements and _some_role_pip_version in\n# roles/some_role/vars/main.yml: " in text
+    assert sorted(os.listdir(str(tmp_path))) == ["requirements-node.txt", "roles"]  # no .new left
+
+    calls[:] = []
+    _wheelhouse.main(["--vars", str(role_vars), "--out", str(out), "--purpose", "a client", "--prefix", "_other"])
+    assert calls[0][:2] == (["tqdm==4.70.1"], "26.2")
+    assert "from _other_requirements and _other_pip_version in" in out.read_text()
+
+
+@pytest.mark.parametrize("where, content, message", [
+    ("vars/main.yml", "_x: 1\n", "--vars %s is not a role's roles/<role>/vars/main.yml"),
+    ("roles/some_role/vars/main.yml", "_some_role_requirements: [a==1]\n",
+     "%s has no _some_role_pip_version; the lock is made from _some_role_requirements (name==version list) and "
+     "_some_role_pip_version"),
+])
+def test_main_names_vars_it_cannot_use(tmp_path, capsys, where, content, message):
+    role_vars = tmp_path / where
+    role_vars.parent.mkdir(parents=True)
+    role_vars.write_text(content)
+    out = tmp_path / "requirements-node.txt"
+    with pytest.raises(SystemExit) as caught:
+        _wheelhouse.main(["--vars", str(role_vars), "--out", str(out), "--purpose", "p"])
+    assert caught.value.code == 1
+    assert capsys.readouterr().err == "node-requirements: %s\n" % (message % role_vars)
+    assert not out.exists()
