@@ -16,6 +16,14 @@ the head's clock right after serve.sh start returned plus one check. Controller 
 share one clock (the lab's nodes are containers).
 
     .venv/bin/python benchmarks/readiness.py [--starts 10] [--target 1.5]
+    .venv/bin/python benchmarks/readiness.py --path vllm [--starts 10] [--target 1.0]
+
+With --path vllm (a lab deployed with path=vllm): each round stops both ranks (docker stop,
+the role's containers stay), evicts, then starts the worker's rank and then the head's
+(docker start, as the role orders them) and runs wait_for_slots in vLLM mode. The reference
+instant is rank 0's `Application startup complete.` (its API answers only after every rank
+joined and the simulated load finished); the recipe's way is start-tp2.sh's loop, a
+`curl /health` every 15 s from the start.
 
 Exit 0 when the p95 of wait_for_slots is under --target seconds.
 """
@@ -41,9 +49,11 @@ def node(spark_lab, name, script, check=True):
     return spark_lab.node_exec(name, script, user="spark", check=check).stdout
 
 
-def engine_ready(spark_lab):
-    """Epoch seconds of rank 0's `serving ...` line (all slots loaded), from docker's log timestamps."""
-    out = node(spark_lab, "spark-head", "docker logs -t glm53-tf-r0 2>&1 | grep -m1 '\\[tensorfold\\] serving '")
+def engine_ready(spark_lab, container="glm53-tf-r0", line="\\[tensorfold\\] serving "):
+    """Epoch seconds of rank 0's ready line (all slots loaded; the vLLM API up), from docker's log
+    timestamps of the container's current run."""
+    out = node(spark_lab, "spark-head", "docker logs -t --since \"$(docker inspect -f '{{.State.StartedAt}}' %s)\" %s 2>&1 "
+               "| grep -m1 '%s'" % (container, container, line))
     stamp = out.split()[0]  # RFC 3339 with nanoseconds
     whole, frac = stamp.rstrip("Z").split(".")
     base = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
@@ -60,7 +70,10 @@ def main(argv=None):
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--target", type=float, default=1.5)
     parser.add_argument("--head-start", type=int, default=10, help="seconds the module polls before the start begins")
+    parser.add_argument("--path", choices=("tensorfold", "vllm"), default="tensorfold")
     args = parser.parse_args(argv)
+    if args.path == "vllm":
+        return vllm_main(args)
     sys.path.insert(0, os.path.join(REPO, "lab"))
     import spark_lab  # pylint: disable=import-outside-toplevel
     import ansible_runner  # pylint: disable=import-outside-toplevel
@@ -99,15 +112,64 @@ def main(argv=None):
             seeds.append(seed_done - ready)
     finally:
         shutil.rmtree(private, ignore_errors=True)
-    print("READY latency after the simulated engine loaded all 8 slots (%d starts, lab, %d CPUs)"
-          % (args.starts, os.cpu_count() or 0))
+    return report(args, ours, seeds, "the simulated engine loaded all 8 slots",
+                  ("wait_for_slots (interval 1 s, canary incl.)", "seed: serve.sh start, then one check"))
+
+
+VLLM_SEED = ("rm -f /tmp/seed-done; (sleep %d; t0=$(date +%%s); docker start glm53-vllm >/dev/null; "
+             "until curl -fs -m 5 127.0.0.1:8000/health >/dev/null; do sleep 15; done; date +%%s.%%N > /tmp/seed-done) "
+             ">/dev/null 2>&1 </dev/null & disown")
+
+
+def vllm_main(args):
+    """The --path vllm rounds: wait_for_slots (vLLM mode) against the recipe's 15 s /health loop."""
+    sys.path.insert(0, os.path.join(REPO, "lab"))
+    import spark_lab  # pylint: disable=import-outside-toplevel
+    import ansible_runner  # pylint: disable=import-outside-toplevel
+    inventory = spark_lab.up(nodes=2).inventory
+    module_args = {"mode": "vllm", "url": "http://127.0.0.1:8000", "timeout": 180, "interval": 1,
+                   "served_name": "glm-5.3-flash-nvfp4-sm121",
+                   "workers": [{"ssh": "spark@198.18.1.11", "container": "glm53-vllm", "node": "spark-worker"}]}
+    ours, seeds = [], []
+    private = tempfile.mkdtemp(prefix="glm53-readiness-")
+    try:
+        for _round in range(args.starts):
+            for name in ("spark-head", "spark-worker"):
+                node(spark_lab, name, "docker stop -t 10 glm53-vllm >/dev/null; " + EVICT)
+            # Workers first: the worker's rank now, the head's after --head-start seconds (the
+            # module is polling by then); the recipe's loop starts with the head's rank.
+            node(spark_lab, "spark-worker", "docker start glm53-vllm >/dev/null")
+            node(spark_lab, "spark-head", VLLM_SEED % args.head_start)
+            runner = ansible_runner.run(
+                private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
+                module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
+                envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
+            done = [ev for ev in runner.events if ev.get("event") in ("runner_on_ok", "runner_on_failed")]
+            if not done or done[-1]["event"] != "runner_on_ok":
+                raise SystemExit("wait_for_slots failed: %s" % (done[-1]["event_data"]["res"].get("msg") if done else "?"))
+            returned = datetime.datetime.fromisoformat(done[-1]["created"]).replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            deadline = time.time() + 180
+            while not node(spark_lab, "spark-head", "cat /tmp/seed-done 2>/dev/null; true").strip():
+                if time.time() > deadline:
+                    raise SystemExit("the recipe's /health loop never saw 200")
+                time.sleep(0.5)
+            ready = engine_ready(spark_lab, "glm53-vllm", "Application startup complete")
+            ours.append(returned - ready)
+            seeds.append(float(node(spark_lab, "spark-head", "cat /tmp/seed-done").strip()) - ready)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    return report(args, ours, seeds, "vLLM TP2 API up after every rank joined and the simulated load",
+                  ("wait_for_slots vllm (1 s, canary incl.)", "recipe: start-tp2.sh /health every 15 s"))
+
+
+def report(args, ours, seeds, what, labels):
+    print("READY latency after %s (%d starts, lab, %d CPUs)" % (what, args.starts, os.cpu_count() or 0))
     print("%-44s %7s %7s %7s" % ("way", "p50 s", "p95 s", "max s"))
-    for label, values in (("wait_for_slots (interval 1 s, canary incl.)", ours),
-                          ("seed: serve.sh start, then one check", seeds)):
+    for label, values in zip(labels, (ours, seeds)):
         print("%-44s %7.2f %7.2f %7.2f" % (label, statistics.median(values), percentile(values, 95), max(values)))
     p95 = percentile(ours, 95)
-    verdict = "under" if p95 < args.target else "OVER"
-    print("\nwait_for_slots p95 %.2f s: %s the %.1f s target" % (p95, verdict, args.target))
+    print("\nwait_for_slots p95 %.2f s: %s the %.1f s target" % (p95, "under" if p95 < args.target else "OVER", args.target))
     return 0 if p95 < args.target else 1
 
 

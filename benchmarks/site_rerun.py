@@ -2,13 +2,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Wall time of a cold deploy and of converged reruns of playbooks/site.yml -e path=tensorfold
-on the Spark lab.
+(or --path vllm) on the Spark lab.
 
 Cold: the ranks stopped, the images and the weights removed from both nodes (outside the
-timing), then one timed site.yml run to 8 slots. Rerun: --runs timed runs on the converged
-lab, each of which must report changed=0.
+timing), then one timed site.yml run to READY (8 slots; every vLLM rank joined). Rerun: --runs
+timed runs on the converged lab, each of which must report changed=0.
 
-    .venv/bin/python benchmarks/site_rerun.py [--runs 5] [--target 45] [--ratio 0.15]
+    .venv/bin/python benchmarks/site_rerun.py [--path tensorfold|vllm] [--runs 5] [--target 45] [--ratio 0.15]
 
 Exit 0 when the median rerun is under --target seconds and under --ratio x the cold deploy.
 """
@@ -23,14 +23,20 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SITE = os.path.join(REPO, "playbooks", "site.yml")
-CLEAN = ("cd ~/glm53-tensorfold-spark 2>/dev/null && scripts/serve.sh stop >/dev/null 2>&1; "
-         "docker rmi -f glm53-tensorfold:lp9001 glm53-tensorfold:dev >/dev/null 2>&1; "
-         "rm -rf ~/.cache/huggingface/hub ~/glm53-tensorfold-spark ~/glm-5.3-flash-2xdgx-spark; true")
+CLEAN = {
+    "tensorfold": ("cd ~/glm53-tensorfold-spark 2>/dev/null && scripts/serve.sh stop >/dev/null 2>&1; "
+                   "docker rmi -f glm53-tensorfold:lp9001 glm53-tensorfold:dev >/dev/null 2>&1; "
+                   "rm -rf ~/.cache/huggingface/hub ~/glm53-tensorfold-spark ~/glm-5.3-flash-2xdgx-spark; true"),
+    # The base image stays on the head (a Spark pulls it once); the built image, the recipe and
+    # the weights go.
+    "vllm": ("docker rm -f glm53-vllm >/dev/null 2>&1; docker rmi -f glm53-sm121:local >/dev/null 2>&1; "
+             "rm -rf ~/.cache/huggingface/hub ~/glm-5.3-flash-2xdgx-spark-vllm; true"),
+}
 
 
-def run(inventory, env):
+def run(inventory, env, path):
     start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "-i", inventory, SITE, "-e", "path=tensorfold"], cwd=REPO, env=env,
+    proc = subprocess.run(["ansible-playbook", "-i", inventory, SITE, "-e", "path=" + path], cwd=REPO, env=env,
                           capture_output=True, text=True, check=False)
     seconds = time.monotonic() - start
     if proc.returncode != 0:
@@ -42,6 +48,7 @@ def run(inventory, env):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", choices=sorted(CLEAN), default="tensorfold")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--target", type=float, default=45.0)
     parser.add_argument("--ratio", type=float, default=0.15)
@@ -52,16 +59,16 @@ def main(argv=None):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     for node in ("spark-head", "spark-worker"):
-        spark_lab.node_exec(node, CLEAN, user="spark", check=False)
-    cold, _changed = run(inventory, env)
+        spark_lab.node_exec(node, CLEAN[args.path], user="spark", check=False)
+    cold, _changed = run(inventory, env, args.path)
     reruns = []
     for _run in range(args.runs):
-        seconds, changed = run(inventory, env)
+        seconds, changed = run(inventory, env, args.path)
         if changed:
             raise SystemExit("a converged rerun reported changed=%d" % changed)
         reruns.append(seconds)
     median = statistics.median(reruns)
-    print("site.yml -e path=tensorfold on the Spark lab (2 nodes, %d CPUs)" % (os.cpu_count() or 0))
+    print("site.yml -e path=%s on the Spark lab (2 nodes, %d CPUs)" % (args.path, os.cpu_count() or 0))
     print("%-22s %8s %8s %8s" % ("run", "min s", "median s", "max s"))
     print("%-22s %8.1f %8.1f %8.1f" % ("cold deploy (1 run)", cold, cold, cold))
     print("%-22s %8.1f %8.1f %8.1f" % ("converged rerun (%d)" % args.runs, min(reruns), median, max(reruns)))

@@ -96,3 +96,51 @@ def test_four_node_lab_passes_with_settings_on_every_node(lab4, run_playbook, tm
         assert report["nccl"][node]["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
     assert sorted(c["node"] for c in checks(report, "port.master", status="ok")) == sorted(report["workers"])
     assert [n["rank"] for n in report["contract"]["nodes"].values()] == list(range(len(nodes)))
+
+
+def _rank(node):
+    out = faults.sh(node, "docker container inspect glm53-vllm", user="spark", check=False)
+    return json.loads(out.stdout)[0] if out.returncode == 0 else None
+
+
+def test_four_node_vllm_serves_tp4_with_ranks_0_to_3_and_a_rerun_changes_nothing(lab4, run_playbook):
+    nodes = list(lab4.nodes)
+    run_playbook("playbooks/docker_runtime.yml", inventory=lab4, cmdline="-b",
+                 extravars={"ansible_user": "admin", "docker_runtime_user": "spark"})
+    run_playbook("playbooks/site.yml", inventory=lab4, extravars={"path": "vllm"})
+    found = {node: _rank(node) for node in nodes}
+    for number, node in enumerate(nodes):
+        facts = found[node]
+        assert facts and facts["State"]["Running"], node
+        cmd = facts["Config"]["Cmd"]
+        assert cmd[cmd.index("--tensor-parallel-size") + 1] == "4" and cmd[cmd.index("--nnodes") + 1] == "4"
+        assert cmd[cmd.index("--node-rank") + 1] == str(number)
+        assert ("--headless" in cmd) == (number > 0)
+    images = {sh(node, "docker image inspect -f '{{.Id}}' glm53-sm121:local", user="spark").strip() for node in nodes}
+    assert len(images) == 1, images
+    before = {node: (facts["Id"], facts["State"]["StartedAt"]) for node, facts in found.items()}
+    rerun = run_playbook("playbooks/site.yml", inventory=lab4, extravars={"path": "vllm"})
+    assert rerun.changed_total == 0
+    assert {node: (_rank(node)["Id"], _rank(node)["State"]["StartedAt"]) for node in nodes} == before
+
+
+def test_three_nodes_are_refused_for_vllm_before_any_host_is_contacted(lab4, run_playbook, tmp_path):
+    # The four-node lab's inventory without its last worker.
+    source = Path(lab4.inventory)
+    hosts = yaml.safe_load((source / "hosts.yml").read_text())
+    del hosts["sparks"]["children"]["spark_workers"]["hosts"]["spark-worker-3"]
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (tmp_path / "host_vars").mkdir()
+    for name in ("spark-head", "spark-worker", "spark-worker-2"):
+        text = (source / "host_vars" / f"{name}.yml").read_text()
+        (tmp_path / "host_vars" / f"{name}.yml").write_text(
+            text.replace('"{{ inventory_dir }}/.."', json.dumps(str(source.parent))))
+    (tmp_path / "group_vars").symlink_to(REPO / "lab" / "inventory" / "group_vars")
+    before = {node: _rank(node) and _rank(node)["Id"] for node in lab4.nodes}
+    run = run_playbook("playbooks/site.yml", inventory=tmp_path, extravars={"path": "vllm"}, expect_success=False)
+    run.assert_failed()
+    assert "found 3 nodes" in run.stdout and "supported: 1, 2 or 4" in run.stdout
+    assert run.changed_total == 0
+    assert not [ev for ev in run.events if ev.get("event_data", {}).get("task", "").startswith("dgx_spark.glm53.cx7_link")
+                or "Preflight" in ev.get("event_data", {}).get("play", "")], "a host was contacted"
+    assert {node: _rank(node) and _rank(node)["Id"] for node in lab4.nodes} == before

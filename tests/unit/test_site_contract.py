@@ -14,7 +14,9 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _site_spec
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SPEC = os.path.join(ROOT, "meta", "site_argument_spec.yml")
-ROLES = ("cx7_link", "docker_runtime", "hf_weights", "tensorfold")
+# Every role directory: a new role is checked without anyone remembering to list it here.
+ROLES = tuple(sorted(name for name in os.listdir(os.path.join(ROOT, "roles"))
+                     if os.path.isdir(os.path.join(ROOT, "roles", name))))
 # Facts the roles publish (their contracts): outputs, not site inputs.
 FACTS = {"glm53_cluster", "glm53_weights", "glm53_docker_runtime"}
 NAME = re.compile(r"(?<![A-Za-z0-9_])glm53_[a-z0-9_]*[a-z0-9]")
