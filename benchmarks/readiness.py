@@ -60,6 +60,29 @@ def engine_ready(spark_lab, container="glm53-tf-r0", line="\\[tensorfold\\] serv
     return base.timestamp() + float("0." + frac)
 
 
+def wait_for_slots(private, inventory, module_args):
+    """Run wait_for_slots on the head through ansible-runner; the epoch instant its result arrived."""
+    import ansible_runner  # pylint: disable=import-outside-toplevel
+    runner = ansible_runner.run(
+        private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
+        module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
+        envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
+    done = [ev for ev in runner.events if ev.get("event") in ("runner_on_ok", "runner_on_failed")]
+    if not done or done[-1]["event"] != "runner_on_ok":
+        raise SystemExit("wait_for_slots failed: %s" % (done[-1]["event_data"]["res"].get("msg") if done else "?"))
+    return datetime.datetime.fromisoformat(done[-1]["created"]).replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def seed_instant(spark_lab, timeout, failure):
+    """The head's clock when the seed's (or recipe's) way knew the service was up (/tmp/seed-done)."""
+    deadline = time.time() + timeout
+    while not node(spark_lab, "spark-head", "cat /tmp/seed-done 2>/dev/null; true").strip():
+        if time.time() > deadline:
+            raise SystemExit(failure)
+        time.sleep(0.2)
+    return float(node(spark_lab, "spark-head", "cat /tmp/seed-done").strip())
+
+
 def percentile(values, pct):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(pct / 100.0 * (len(ordered) - 1))))]
@@ -76,7 +99,6 @@ def main(argv=None):
         return vllm_main(args)
     sys.path.insert(0, os.path.join(REPO, "lab"))
     import spark_lab  # pylint: disable=import-outside-toplevel
-    import ansible_runner  # pylint: disable=import-outside-toplevel
     inventory = spark_lab.up(nodes=2).inventory
     module_args = {"url": "http://127.0.0.1:8000", "slots": 8, "timeout": 120, "interval": 1,
                    "workers": [{"ssh": "spark@198.18.1.11", "container": "glm53-tf-r1", "node": "spark-worker"}]}
@@ -92,21 +114,8 @@ def main(argv=None):
             node(spark_lab, "spark-head", "rm -f /tmp/seed-done; (sleep %d; cd %s && scripts/serve.sh start >/dev/null 2>&1; "
                  "curl -s -m 10 127.0.0.1:8000/health >/dev/null; date +%%s.%%N > /tmp/seed-done) "
                  ">/dev/null 2>&1 </dev/null & disown" % (args.head_start, KIT))
-            runner = ansible_runner.run(
-                private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
-                module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
-                envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
-            done = [ev for ev in runner.events if ev.get("event") in ("runner_on_ok", "runner_on_failed")]
-            if not done or done[-1]["event"] != "runner_on_ok":
-                raise SystemExit("wait_for_slots failed: %s" % (done[-1]["event_data"]["res"].get("msg") if done else "?"))
-            returned = datetime.datetime.fromisoformat(done[-1]["created"]).replace(
-                tzinfo=datetime.timezone.utc).timestamp()
-            deadline = time.time() + 120
-            while not node(spark_lab, "spark-head", "cat /tmp/seed-done 2>/dev/null; true").strip():
-                if time.time() > deadline:
-                    raise SystemExit("serve.sh start did not return")
-                time.sleep(0.2)
-            seed_done = float(node(spark_lab, "spark-head", "cat /tmp/seed-done").strip())
+            returned = wait_for_slots(private, inventory, module_args)
+            seed_done = seed_instant(spark_lab, 120, "serve.sh start did not return")
             ready = engine_ready(spark_lab)
             ours.append(returned - ready)
             seeds.append(seed_done - ready)
@@ -125,7 +134,6 @@ def vllm_main(args):
     """The --path vllm rounds: wait_for_slots (vLLM mode) against the recipe's 15 s /health loop."""
     sys.path.insert(0, os.path.join(REPO, "lab"))
     import spark_lab  # pylint: disable=import-outside-toplevel
-    import ansible_runner  # pylint: disable=import-outside-toplevel
     inventory = spark_lab.up(nodes=2).inventory
     module_args = {"mode": "vllm", "url": "http://127.0.0.1:8000", "timeout": 180, "interval": 1,
                    "served_name": "glm-5.3-flash-nvfp4-sm121",
@@ -140,23 +148,11 @@ def vllm_main(args):
             # module is polling by then); the recipe's loop starts with the head's rank.
             node(spark_lab, "spark-worker", "docker start glm53-vllm >/dev/null")
             node(spark_lab, "spark-head", VLLM_SEED % args.head_start)
-            runner = ansible_runner.run(
-                private_data_dir=private, inventory=inventory, host_pattern="spark-head", quiet=True,
-                module="dgx_spark.glm53.wait_for_slots", module_args=json.dumps(module_args),
-                envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
-            done = [ev for ev in runner.events if ev.get("event") in ("runner_on_ok", "runner_on_failed")]
-            if not done or done[-1]["event"] != "runner_on_ok":
-                raise SystemExit("wait_for_slots failed: %s" % (done[-1]["event_data"]["res"].get("msg") if done else "?"))
-            returned = datetime.datetime.fromisoformat(done[-1]["created"]).replace(
-                tzinfo=datetime.timezone.utc).timestamp()
-            deadline = time.time() + 180
-            while not node(spark_lab, "spark-head", "cat /tmp/seed-done 2>/dev/null; true").strip():
-                if time.time() > deadline:
-                    raise SystemExit("the recipe's /health loop never saw 200")
-                time.sleep(0.5)
+            returned = wait_for_slots(private, inventory, module_args)
+            seed_done = seed_instant(spark_lab, 180, "the recipe's /health loop never saw 200")
             ready = engine_ready(spark_lab, "glm53-vllm", "Application startup complete")
             ours.append(returned - ready)
-            seeds.append(float(node(spark_lab, "spark-head", "cat /tmp/seed-done").strip()) - ready)
+            seeds.append(seed_done - ready)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return report(args, ours, seeds, "vLLM TP2 API up after every rank joined and the simulated load",

@@ -11,7 +11,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
-import json
+
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._inputs import found
 
 BIND_VAR = "glm53_api_bind"
 PORT_VAR = "glm53_api_port"
@@ -21,18 +22,6 @@ PORT_MIN, PORT_MAX = 1024, 65535
 _BIND_FIX = ("fix: set %s to an address literal of the head, e.g. 127.0.0.1 (loopback, the default) or 0.0.0.0 "
              "(every address: the API has no authentication, put an authenticating proxy in front first)" % BIND_VAR)
 _PORT_FIX = "fix: set %s to a whole number from %d to %d, e.g. 8000 (the default)" % (PORT_VAR, PORT_MIN, PORT_MAX)
-
-
-def _found(value):
-    """``str "spark-head"``: the value's YAML kind and the value, as the site contract's errors show them."""
-    if value is None:
-        return "null"
-    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (dict, "dict"), (list, "list")):
-        if isinstance(value, kind):
-            break
-    else:
-        name = type(value).__name__
-    return "%s %s" % (name, json.dumps(value, default=str, sort_keys=True))
 
 
 def _address(value):
@@ -62,7 +51,7 @@ def bind_problem(value):
                 why = " (spaces around the address)"
             elif ":" not in value and any(char.isalpha() for char in value):
                 why = " (a host name: the engine binds to an address, not a name)"
-    return "%s: expected an IPv4 or IPv6 address literal, found %s%s; %s" % (BIND_VAR, _found(value), why, _BIND_FIX)
+    return "%s: expected an IPv4 or IPv6 address literal, found %s%s; %s" % (BIND_VAR, found(value), why, _BIND_FIX)
 
 
 def _port(value):
@@ -89,7 +78,7 @@ def port_problem(value):
     elif port is not None:
         why = " (above %d, the highest TCP port)" % PORT_MAX
     return "%s: expected a whole number from %d to %d, found %s%s; %s" % (
-        PORT_VAR, PORT_MIN, PORT_MAX, _found(value), why, _PORT_FIX)
+        PORT_VAR, PORT_MIN, PORT_MAX, found(value), why, _PORT_FIX)
 
 
 def problems(bind, port):

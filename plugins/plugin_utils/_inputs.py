@@ -7,6 +7,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
+
+def found(value):
+    """``str "12"``: the value's YAML kind and the value, as input errors show what they found."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (dict, "dict"), (list, "list")):
+        if isinstance(value, kind):
+            break
+    else:
+        name = type(value).__name__
+    return "%s %s" % (name, json.dumps(value, default=str, sort_keys=True))
+
 
 def _number(value):
     if isinstance(value, bool):

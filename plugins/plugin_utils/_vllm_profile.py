@@ -22,6 +22,8 @@ import json
 import math
 import re
 
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._inputs import found
+
 PREFIX = "vllm_nvfp4_"
 PROFILE_VAR = PREFIX + "profile"
 EXTRA_ARGS_VAR = PREFIX + "extra_args"
@@ -98,18 +100,6 @@ ALIASES = {"-tp": "--tensor-parallel-size", "-n": "--nnodes", "-r": "--node-rank
 
 def _var(name):
     return PREFIX + name
-
-
-def found(value):
-    """``str "12"``: the value's YAML kind and the value, as errors show what they found."""
-    if value is None:
-        return "null"
-    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (dict, "dict"), (list, "list")):
-        if isinstance(value, kind):
-            break
-    else:
-        name = type(value).__name__
-    return "%s %s" % (name, json.dumps(value, default=str, sort_keys=True))
 
 
 def shown(value):

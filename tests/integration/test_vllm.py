@@ -146,27 +146,6 @@ def test_cold_deploy_serves_tp2_and_a_rerun_changes_and_restarts_nothing(deploye
     assert "left alone" in rerun.stdout
 
 
-def test_a_changed_flag_recreates_every_rank_and_nothing_else(deployed, run_playbook):
-    before = ids_and_starts()
-    images = (image_id(HEAD), image_id(WORKER))
-    run = run_playbook(SITE, tags=ROLES, extravars=dict(VLLM, vllm_nvfp4_profile="experimental",
-                                                        vllm_nvfp4_max_num_seqs=8))
-    after = ranks()
-    for node in (HEAD, WORKER):
-        assert after[node]["Id"] != before[node][0], f"{node}: rank not recreated"
-        cmd = after[node]["Config"]["Cmd"]
-        assert cmd[cmd.index("--max-num-seqs") + 1] == "8"
-    # Nothing else: no build, no ship, the same image everywhere.
-    assert task_hosts(run, "Build the image on the head") == []
-    assert shipped_to(run) == []
-    assert (image_id(HEAD), image_id(WORKER)) == images
-    assert "max_num_seqs" in run.stdout and "experimental" in run.stdout
-    # Back to the qualified profile: again every rank together.
-    run_playbook(SITE, tags=ROLES, extravars=VLLM)
-    back = ranks()
-    assert all(back[node]["Id"] != after[node]["Id"] for node in (HEAD, WORKER))
-
-
 def test_the_qualified_profile_refuses_a_change_before_anything_changes(deployed, run_playbook):
     before = ids_and_starts()
     run = run_playbook(SITE, tags=ROLES, extravars=dict(VLLM, vllm_nvfp4_max_num_seqs=16), expect_success=False)
@@ -206,6 +185,24 @@ def test_a_missing_shard_on_a_worker_is_refused_before_any_start(deployed, run_p
     assert ids_and_starts() == before, "a refused start touched a rank"
 
 
+def test_a_changed_flag_recreates_every_rank_and_nothing_else(deployed, run_playbook):
+    before = ids_and_starts()
+    images = (image_id(HEAD), image_id(WORKER))
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(VLLM, vllm_nvfp4_profile="experimental",
+                                                        vllm_nvfp4_max_num_seqs=8))
+    after = ranks()
+    for node in (HEAD, WORKER):
+        assert after[node]["Id"] != before[node][0], f"{node}: rank not recreated"
+        cmd = after[node]["Config"]["Cmd"]
+        assert cmd[cmd.index("--max-num-seqs") + 1] == "8"
+    # Nothing else: no build, no ship, the same image everywhere.
+    assert task_hosts(run, "Build the image on the head") == []
+    assert shipped_to(run) == []
+    assert (image_id(HEAD), image_id(WORKER)) == images
+    assert "max_num_seqs" in run.stdout and "experimental" in run.stdout
+    # (The next test starts from these ranks: its changed environment restarts every rank again.)
+
+
 def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deployed, run_playbook, tmp_path):
     before = ids_and_starts()
     killed = []
@@ -226,7 +223,7 @@ def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deploye
     started = time.monotonic()
     # A longer simulated load (a changed environment restarts every rank) gives the kill its window.
     run = run_playbook(SITE, tags=ROLES, expect_success=False, extravars=dict(
-        VLLM, vllm_nvfp4_extra_env={"VLLM_SIM_LOAD_SECONDS": "30"}, vllm_nvfp4_start_timeout=600,
+        VLLM, vllm_nvfp4_extra_env={"VLLM_SIM_LOAD_SECONDS": "12"}, vllm_nvfp4_start_timeout=600,
         vllm_nvfp4_failure_dir=str(tmp_path)))
     took = time.monotonic() - started
     killer.join(timeout=5)
@@ -240,9 +237,10 @@ def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deploye
     found = ranks()
     assert found[HEAD] and found[WORKER] and not found[HEAD]["State"]["Running"]
     assert (tmp_path / f"{HEAD}.log").read_text().strip() and (tmp_path / f"{WORKER}.log").read_text().strip()
-    # The next run removes the stopped ranks and starts again.
-    run_playbook(SITE, tags=ROLES, extravars=VLLM)
+    # The next run removes the stopped ranks and starts again, back on the qualified profile.
+    back = run_playbook(SITE, tags=ROLES, extravars=VLLM)
     assert engines(HEAD) == [NAME] and engines(WORKER) == [NAME]
+    assert "READY: 2 rank(s)" in back.stdout
 
 
 def test_tensorfold_and_vllm_replace_each_other_one_engine_at_a_time(deployed, run_playbook):
@@ -263,7 +261,8 @@ def test_tensorfold_and_vllm_replace_each_other_one_engine_at_a_time(deployed, r
 
 
 def test_stop_removes_the_vllm_ranks_on_every_node(deployed, run_playbook):
-    run_playbook(SITE, tags=ROLES, extravars=VLLM)
+    # After the switch the contract is tensorfold's: the whole site.yml (its preflight) again.
+    run_playbook(SITE, extravars=VLLM)
     assert engines(HEAD) == [NAME] and engines(WORKER) == [NAME]
     run = run_playbook(STOP, extravars=VLLM)
     assert ranks() == {HEAD: None, WORKER: None}
