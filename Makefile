@@ -178,9 +178,11 @@ lab: setup lab-up
 # which fails this target as it should. Every test's time is kept in .build/integration*.xml
 # (benchmarks/test_times.py reads them: where the time goes).
 INTEGRATION_LABS ?= 2
-# About half of the time each (benchmarks/test_times.py on .build/integration*.xml).
-LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_cx7_link_netplan.py \
-  test_docker_runtime.py test_four_nodes.py test_hf_mirror.py test_lab.py test_lab_kit.py)
+# About half of the time each (benchmarks/test_times.py on .build/integration*.xml): lab 1
+# runs the two serving paths (test_tensorfold, test_vllm) and the small modules, lab 2 the
+# preflight, the weights and the four-node lab (which deploys path vllm on four nodes).
+LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
+  test_hf_mirror.py test_hf_weights.py test_lab.py)
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \

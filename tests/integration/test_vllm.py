@@ -243,30 +243,26 @@ def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deploye
     assert "READY: 2 rank(s)" in back.stdout
 
 
-def test_tensorfold_and_vllm_replace_each_other_one_engine_at_a_time(deployed, run_playbook):
+def test_tensorfold_and_vllm_replace_each_other_and_stop_yml_stops_either(deployed, run_playbook):
+    # vllm (the module's deploy) -> tensorfold: the vLLM ranks go, the kit's come.
     run_playbook(SITE, extravars={"path": "tensorfold"})
     assert engines(HEAD) == ["glm53-tf-r0"] and engines(WORKER) == ["glm53-tf-r1"]
     assert rank(HEAD) is None and rank(WORKER) is None
+    # -> vllm: the kit's ranks are removed, not only stopped.
     run_playbook(SITE, extravars=VLLM)
     assert engines(HEAD) == [NAME] and engines(WORKER) == [NAME]
-    tf = spark(HEAD, "docker ps -aq --filter name=glm53-tf-r").stdout.split()
-    assert tf == [], "the TensorFold ranks were not removed"
+    assert spark(HEAD, "docker ps -aq --filter name=glm53-tf-r").stdout.split() == []
+    assert spark(WORKER, "docker ps -aq --filter name=glm53-tf-r").stdout.split() == []
+    # stop.yml -e path=vllm: no rank remains on any node; images and weights stay; again changes nothing.
+    run = run_playbook(STOP, extravars=VLLM)
+    assert ranks() == {HEAD: None, WORKER: None}
+    assert "no vllm rank remains (glm53-vllm removed)" in run.stdout
+    assert image_id(HEAD) and image_id(WORKER) == image_id(HEAD)
+    assert spark(WORKER, f"test -L {SNAPSHOT}/config.json && echo kept").stdout.strip() == "kept"
+    assert run_playbook(STOP, extravars=VLLM).changed_total == 0
+    # -> tensorfold again, then stop.yml -e path=tensorfold (the kit's stop under its lock).
     run_playbook(SITE, extravars={"path": "tensorfold"})
     assert engines(HEAD) == ["glm53-tf-r0"] and engines(WORKER) == ["glm53-tf-r1"]
-    # stop.yml for the path in force: no rank of it remains on any node; the images stay.
     run = run_playbook(STOP, extravars={"path": "tensorfold"})
     assert engines(HEAD) == [] and engines(WORKER) == []
     assert "no tensorfold rank remains" in run.stdout
-    assert image_id(HEAD) and image_id(WORKER)
-
-
-def test_stop_removes_the_vllm_ranks_on_every_node(deployed, run_playbook):
-    # After the switch the contract is tensorfold's: the whole site.yml (its preflight) again.
-    run_playbook(SITE, extravars=VLLM)
-    assert engines(HEAD) == [NAME] and engines(WORKER) == [NAME]
-    run = run_playbook(STOP, extravars=VLLM)
-    assert ranks() == {HEAD: None, WORKER: None}
-    assert "no vllm rank remains" in run.stdout
-    # Stopping what is stopped changes nothing.
-    again = run_playbook(STOP, extravars=VLLM)
-    assert again.changed_total == 0
