@@ -18,9 +18,10 @@ share one clock (the lab's nodes are containers).
     .venv/bin/python benchmarks/readiness.py [--starts 10] [--target 1.5]
     .venv/bin/python benchmarks/readiness.py --path vllm [--starts 10] [--target 1.0]
 
-With --path vllm (a lab deployed with path=vllm): each round stops both ranks (docker stop,
-the role's containers stay), evicts, then starts the worker's rank and then the head's
-(docker start, as the role orders them) and runs wait_for_slots in vLLM mode. The reference
+With --path vllm (a lab deployed with path=vllm): each round stops both ranks and parks them
+under another name (the role's containers stay), evicts, then - while wait_for_slots in vLLM
+mode already polls - starts the worker's rank and then the head's (docker start, as the role
+orders them). The reference
 instant is rank 0's `Application startup complete.` (its API answers only after every rank
 joined and the simulated load finished); the recipe's way is start-tp2.sh's loop, a
 `curl /health` every 15 s from the start.
@@ -125,9 +126,15 @@ def main(argv=None):
                   ("wait_for_slots (interval 1 s, canary incl.)", "seed: serve.sh start, then one check"))
 
 
-VLLM_SEED = ("rm -f /tmp/seed-done; (sleep %d; t0=$(date +%%s); docker start glm53-vllm >/dev/null; "
-             "until curl -fs -m 5 127.0.0.1:8000/health >/dev/null; do sleep 15; done; date +%%s.%%N > /tmp/seed-done) "
-             ">/dev/null 2>&1 </dev/null & disown")
+# The ranks are parked under another name while stopped, so the module waits for a rank that
+# does not exist yet (an exited one is a failure). After --head-start seconds: the worker's rank
+# back and started (over ssh, as the recipe's start-tp2.sh does), then the head's; then the
+# recipe's readiness loop (rank-tp2.sh sleeps 2 s, then a /health curl every 15 s).
+PARK = "docker stop -t 10 glm53-vllm >/dev/null && docker rename glm53-vllm glm53-vllm-parked && "
+UNPARK = "docker rename glm53-vllm-parked glm53-vllm && docker start glm53-vllm >/dev/null"
+VLLM_SEED = ("rm -f /tmp/seed-done; (sleep %d; ssh -o BatchMode=yes spark@198.18.1.11 '" + UNPARK + "'; " + UNPARK
+             + "; sleep 2; until curl -fs -m 5 127.0.0.1:8000/health >/dev/null; do sleep 15; done; "
+             "date +%%s.%%N > /tmp/seed-done) >/dev/null 2>&1 </dev/null & disown")
 
 
 def vllm_main(args):
@@ -143,10 +150,7 @@ def vllm_main(args):
     try:
         for _round in range(args.starts):
             for name in ("spark-head", "spark-worker"):
-                node(spark_lab, name, "docker stop -t 10 glm53-vllm >/dev/null; " + EVICT)
-            # Workers first: the worker's rank now, the head's after --head-start seconds (the
-            # module is polling by then); the recipe's loop starts with the head's rank.
-            node(spark_lab, "spark-worker", "docker start glm53-vllm >/dev/null")
+                node(spark_lab, name, PARK + EVICT)
             node(spark_lab, "spark-head", VLLM_SEED % args.head_start)
             returned = wait_for_slots(private, inventory, module_args)
             seed_done = seed_instant(spark_lab, 180, "the recipe's /health loop never saw 200")

@@ -138,6 +138,9 @@ def test_cold_deploy_serves_tp2_and_a_rerun_changes_and_restarts_nothing(deploye
                                           "max_tokens": 4, "logprobs": True, "top_logprobs": 2})
     assert answer["choices"][0]["logprobs"]["content"], answer
     assert "READY: 2 rank(s)" in deployed["run"].stdout
+    # The lab's nvidia-smi lists each node's rank as a GPU process (a vLLM rank: 100 GiB).
+    for node in (HEAD, WORKER):
+        assert "102400MiB" in spark(node, "nvidia-smi").stdout, node
     # The rerun: nothing changed, no rank restarted.
     before = ids_and_starts()
     rerun = run_playbook(SITE, extravars=VLLM)
