@@ -84,6 +84,18 @@ def vllm_rank_workers(workers, ssh, images=None):
     return out
 
 
+def vllm_start_errors(hostvars_list):
+    """``["<node>: rank <R> did not start: <docker_container's message>", ...]`` for the nodes whose
+    ``__vllm_nvfp4_rank_start`` failed (nodes that have not run it yet say nothing)."""
+    out = []
+    for rank, host in enumerate(_plain(hostvars_list) or []):
+        result = (host or {}).get("__vllm_nvfp4_rank_start") or {}
+        if result.get("failed"):
+            out.append("%s: rank %d did not start: %s" % (
+                host.get("inventory_hostname"), rank, str(result.get("msg") or "docker_container failed").strip()))
+    return out
+
+
 def vllm_image_mismatch(ids_by_node, image=IMAGE):
     """None when every node has the head's image id, else the failure message."""
     return _call("vllm_image_mismatch", image_mismatch, _plain(ids_by_node), image=str(image))
@@ -101,4 +113,5 @@ class FilterModule(object):
             "vllm_image_mismatch": vllm_image_mismatch,
             "vllm_image_id": vllm_image_id,
             "vllm_rank_workers": vllm_rank_workers,
+            "vllm_start_errors": vllm_start_errors,
         }

@@ -206,6 +206,21 @@ def test_a_changed_flag_recreates_every_rank_and_nothing_else(deployed, run_play
     # (The next test starts from these ranks: its changed environment restarts every rank again.)
 
 
+def test_a_worker_rank_that_cannot_start_fails_the_start_before_the_head_starts(deployed, run_playbook):
+    # The worker's verbs devices gone (a driver unloaded): docker cannot start its rank.
+    sh(WORKER, "mv /dev/infiniband /dev/infiniband.away")
+    try:
+        run = run_playbook(SITE, tags=ROLES, extravars=dict(VLLM, vllm_nvfp4_extra_env={"VLLM_SIM_LOAD_SECONDS": "3"}),
+                           expect_success=False)
+    finally:
+        sh(WORKER, "mv /dev/infiniband.away /dev/infiniband")
+    run.assert_failed()
+    assert "[vllm_nvfp4.start] spark-worker: rank 1 did not start" in run.stdout and "/dev/infiniband" in run.stdout
+    # The head was never started (no rank waits for a peer that cannot come); nothing runs.
+    assert rank(HEAD) is None
+    assert engines(HEAD) == [] and engines(WORKER) == []
+
+
 def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deployed, run_playbook, tmp_path):
     before = ids_and_starts()
     killed = []
