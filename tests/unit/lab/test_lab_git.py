@@ -53,7 +53,8 @@ def commits_of():
 
 def test_same_content_gives_the_same_commits_and_a_rerun_changes_nothing(git_root, tmp_path, monkeypatch):
     first, changes = materialize()
-    assert {c.split()[1] for c in changes if c.startswith("git:")} == {"TensorFold.git", "kit.git", "profile.git"}
+    made = {c.split()[1] for c in changes if c.startswith("git:")}
+    assert made == {"TensorFold.git", "kit.git", "profile.git", "recipe.git"}
     again, changes = materialize()
     assert again == first and changes == []
     assert json.loads((git_root / "commits.json").read_text()) == first
@@ -64,6 +65,7 @@ def test_same_content_gives_the_same_commits_and_a_rerun_changes_nothing(git_roo
     fresh = commits_of()
     assert fresh["kit"]["commit"] == first["kit"]["commit"]
     assert fresh["profile"]["commits"] == first["profile"]["commits"]
+    assert fresh["recipe"]["commit"] == first["recipe"]["commit"]
 
 
 def test_a_changed_file_changes_the_commits_that_hold_it(git_root, sim_copy):

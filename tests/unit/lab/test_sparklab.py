@@ -114,20 +114,24 @@ def test_wait_ready_says_how_a_server_that_exits_ended(tmp_path):
     assert str(err.value) == f"the x server exited 3; last lines of {log}:\none\ntwo"
 
 
-def test_a_node_is_recreated_for_another_image_or_another_memory_limit():
+def test_a_node_is_recreated_for_another_image_memory_limit_or_device_rules():
     from sparklab import nodes  # pylint: disable=import-outside-toplevel
     limit = spark_lab.NODE_MEMORY
+    rules = ["c 10:58 rwm", "c 231:* rwm"]
     info = {"Config": {"Labels": {"glm53-lab.image": "glm53-lab/node:abc"}},
-            "HostConfig": {"Memory": limit, "MemorySwap": limit}}
+            "HostConfig": {"Memory": limit, "MemorySwap": limit, "DeviceCgroupRules": rules}}
     assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
+    # A node made before it could be given /dev/infiniband's devices.
+    info["HostConfig"]["DeviceCgroupRules"] = None
+    assert nodes.recreate_reason(info, "glm53-lab/node:abc") == "device rules changed"
     assert nodes.recreate_reason(info, "glm53-lab/node:def") == "image changed"
     # A node made before the limit existed (0: unlimited), or with swap beyond it (docker's
     # default for --memory alone is twice the limit).
     for memory, swap in ((0, 0), (limit, 2 * limit), (limit // 2, limit // 2)):
-        info["HostConfig"] = {"Memory": memory, "MemorySwap": swap}
+        info["HostConfig"] = {"Memory": memory, "MemorySwap": swap, "DeviceCgroupRules": rules}
         reason = nodes.recreate_reason(info, "glm53-lab/node:abc")
         assert reason and reason.startswith("memory limit") and str(limit) in reason
     # A kernel without swap accounting: dockerd keeps the limit and drops the swap limit (-1).
-    info["HostConfig"] = {"Memory": limit, "MemorySwap": -1}
+    info["HostConfig"] = {"Memory": limit, "MemorySwap": -1, "DeviceCgroupRules": rules}
     assert nodes.recreate_reason(info, "glm53-lab/node:abc") is None
     assert nodes.recreate_reason({"Config": {"Labels": None}, "HostConfig": {}}, "x") == "image changed"
