@@ -153,9 +153,17 @@ def test_firewall_on_the_master_port(run_playbook, tmp_path, path, port):
     assert listening == ""
 
 
-def test_nccl_test_is_skipped_with_the_reason_in_the_lab(run_playbook, tmp_path):
-    result, report = preflight(run_playbook, tmp_path, extravars={
-        "cx7_link_nccl_test": True, "cx7_link_nccl_test_image": "glm53-lab/busybox"})
+def test_nccl_test_is_skipped_with_the_reason_without_rdma_devices(run_playbook, tmp_path):
+    # The lab's nodes have /dev/infiniband's device nodes (a rank is given them); a node
+    # without them (a VM, no rdma-core) is this fault.
+    for node in (HEAD, WORKER):
+        lab_faults.sh(node, "mv /dev/infiniband /dev/infiniband.glm53-hidden")
+    try:
+        result, report = preflight(run_playbook, tmp_path, extravars={
+            "cx7_link_nccl_test": True, "cx7_link_nccl_test_image": "glm53-lab/busybox"})
+    finally:
+        for node in (HEAD, WORKER):
+            lab_faults.sh(node, "mv /dev/infiniband.glm53-hidden /dev/infiniband")
     (skip,) = result.task_results("Say why the NCCL test is skipped").values()
     assert "no /dev/infiniband/uverbs0" in skip["msg"] and "real CX7 hardware" in skip["msg"]
 

@@ -233,6 +233,16 @@ def test_unknown_override_fails_before_any_change(deployed, run_playbook):
     assert run.changed_total == 0 and ranks() == before
 
 
+def test_stop_yml_stops_both_ranks_with_the_kits_stop_and_keeps_the_images(deployed, run_playbook):
+    assert all(ranks()), "the service runs before the stop"
+    run = run_playbook("playbooks/stop.yml", extravars=TF)
+    assert ranks() == (None, None)
+    assert "no tensorfold rank remains" in run.stdout
+    assert image_id(HEAD, "glm53-tensorfold:lp9001") and image_id(WORKER, "glm53-tensorfold:lp9001")
+    # The kit's own stop ran on the head, under its lock, and logged to the ops log.
+    assert run.task_results("Stop both ranks with the kit's stop, under the kit's lock")[HEAD]["rc"] == 0
+
+
 BALLAST = "glm53-lab/ballast:1"
 # A one-file image of 1.25 GiB (a tar stream on stdout, for docker import).
 BALLAST_TAR = """import sys, tarfile
