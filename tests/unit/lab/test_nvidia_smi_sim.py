@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
@@ -144,6 +145,17 @@ def engine_script(tmp_path):
     return [str(script), "serve", "/m", "--tp", "2"]
 
 
+def running(*children):
+    """Wait until each child's exec finished. Popen returns once the exec began closing the
+    child's close-on-exec files, before the kernel has set up the new argv: /proc/PID/cmdline
+    reads empty for that moment, and a process mid-exec owns no CUDA context to list."""
+    for child in children:
+        deadline = time.monotonic() + 10
+        while not open("/proc/%d/cmdline" % child.pid, "rb").read() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return children
+
+
 def stopped(*children):
     for child in children:
         child.kill()
@@ -160,10 +172,10 @@ def test_gpu_is_idle_without_engines(state, monkeypatch, tmp_path, capsys):
 
 def test_a_running_engine_is_listed_live_and_gone_when_it_exits(tmp_path, state, capsys):
     assert json.loads(state.read_text())["compute_apps"] == []
-    # Popen returns once the exec is done: /proc shows the new argv from then on.
     with subprocess.Popen(engine_script(tmp_path)) as child, \
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "tensorfold", "serve"]) as bystander:
         try:
+            running(child, bystander)
             rows = run(capsys, *QUERY).splitlines()
             # The kernel ran the shebang: argv[0] is the interpreter, as for the kit's ranks.
             assert f"{child.pid}, {sys.executable}, {TF_MIB} MiB" in rows, rows
@@ -184,6 +196,7 @@ def test_an_injected_foreign_process_is_listed_beside_the_live_ones(tmp_path, st
                                      compute_apps=[{"pid": 4242, "name": "python3", "used_memory_mib": 20480}])))
     with subprocess.Popen(engine_script(tmp_path)) as child:
         try:
+            running(child)
             rows = run(capsys, "--query-compute-apps=pid,name", "--format=csv,noheader").splitlines()
         finally:
             stopped(child)
