@@ -155,6 +155,11 @@ def test_the_qualified_profile_refuses_a_change_before_anything_changes(deployed
     run.assert_failed()
     assert "vllm_nvfp4_max_num_seqs is 16" in run.stdout and "vllm_nvfp4_profile: experimental" in run.stdout
     assert ids_and_starts() == before
+    # A container option docker would only refuse after the ranks were stopped: refused first.
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(VLLM, vllm_nvfp4_ulimits=["memlock=1"]), expect_success=False)
+    run.assert_failed()
+    assert "vllm_nvfp4_ulimits must be a list of name:soft:hard" in run.stdout
+    assert ids_and_starts() == before
 
 
 def test_a_worker_with_another_image_gets_the_heads_and_keeps_its_rank(deployed, run_playbook):
