@@ -22,6 +22,7 @@ from sparklab.labgit import GIT_URL, ensure_git_server, stop_git_server
 from sparklab.labhub import HUB_URL, ensure_hub, stop_hub
 from sparklab.layout import IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LABEL, LINK_NETDEVS, NODES, REPO, STATE, Node, lab_nodes, node_count
 from sparklab.networks import ensure_cable_rules, ensure_networks, remove_cable_rules
+from sparklab.stale import clear_stale_namespaces
 from sparklab.nodes import check_ssh, daemon_json, ensure_busybox, ensure_keys, ensure_node, per_node, remove_extra_nodes
 
 
@@ -110,6 +111,7 @@ def up(nodes: int | None = None) -> Lab:
         ensure_git_server(changes)
         remove_extra_nodes(count, changes)
         changes += per_node(lambda node: ensure_node(node, image, lab), lab)
+        changes += clear_stale_namespaces(lab)
         ensure_keys(lab, changes)
         # A run killed mid-fault leaves it in place: undo it (a deployment stays).
         changes += restore_baseline(lab)

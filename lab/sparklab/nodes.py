@@ -255,14 +255,33 @@ def ssh_cmd(user: str, node: Node, *command: str) -> list[str]:
     ]  # fmt: skip
 
 
+def ssh_diagnosis(node: Node) -> str:
+    """What the node itself says of its sshd and its management address, for an SSH failure."""
+    script = ("systemctl is-active ssh; ss -Htln 'sport = :22' | head -3; "
+              f"ip -br addr | grep -F ' {node.mgmt}/' || echo 'no interface has {node.mgmt}'")
+    inside = node_exec(node.name, script, check=False, timeout=30)
+    neigh = run(["ip", "neigh", "show", node.mgmt], check=False, timeout=30).stdout.strip()
+    return (f"  on {node.name}: " + " | ".join((inside.stdout + inside.stderr).split("\n")).strip(" |")
+            + f"\n  the controller's neighbour entry: {neigh or 'none'}")
+
+
 def check_ssh(node: Node) -> str | None:
+    """None once spark and admin log in with the lab key, else what failed and why. An sshd
+    that is not running is restarted once (a node booted from a killed lab's state)."""
+    restarted = False
     for user in ("spark", "admin"):
-        deadline = time.time() + 20
+        deadline = time.time() + 45
         while True:
             proc = run(ssh_cmd(user, node, "true"), check=False, timeout=30)
             if proc.returncode == 0:
                 break
+            if not restarted and "Connection refused" in proc.stderr:
+                active = node_exec(node.name, "systemctl is-active ssh", check=False).stdout.strip()
+                if active != "active":
+                    log(f"{node.name}: sshd is {active or 'unknown'}, restarting it")
+                    node_exec(node.name, "systemctl restart ssh", check=False)
+                    restarted = True
             if time.time() > deadline:
-                return f"ssh {user}@{node.mgmt} failed: {proc.stderr.strip()}"
+                return f"ssh {user}@{node.mgmt} failed: {proc.stderr.strip()}\n{ssh_diagnosis(node)}"
             time.sleep(0.5)
     return None

@@ -665,3 +665,31 @@ class grant_sudo(Fault):  # noqa: N801
 
     def _undo(self):
         sh(self.node, f"rm -f {self.path}")
+
+
+class stale_namespace(Fault):  # noqa: N801
+    """What a killed controller can leave: a network namespace, mounted in the engine's exec
+    root beside the node's own, whose interface on the management bridge holds `node`'s
+    address and has no process behind it. It answers ARP for the address, so a connect gets
+    a reset ("Connection refused") while the node's sshd runs. Undo deletes it."""
+
+    def __init__(self, node: str):
+        super().__init__()
+        info = json.loads(subprocess.run(["docker", "inspect", node], capture_output=True, text=True, check=True).stdout)[0]
+        self.ns = str(Path(info["NetworkSettings"]["SandboxKey"]).parent / "glm53-lab-stale")
+        self.address = spark_lab.make_node(spark_lab.node_index(node)).mgmt
+        self.veth = "glm53stale0"
+
+    def _apply(self):
+        ns = _q(self.ns)
+        script = (f"touch {ns} && unshare --net={ns} true && "
+                  f"ip link add {self.veth} type veth peer name eth0 netns {ns} && "
+                  f"ip link set {self.veth} master glm53lab-mgmt up && "
+                  f"nsenter --net={ns} sh -c 'ip addr add {self.address}/24 dev eth0 && ip link set eth0 up' && "
+                  "ip neigh flush dev glm53lab-mgmt")
+        subprocess.run(["sh", "-c", script], check=True, capture_output=True, text=True)
+
+    def _undo(self):
+        ns = _q(self.ns)
+        subprocess.run(["sh", "-c", f"ip link del {self.veth} 2>/dev/null; umount {ns} 2>/dev/null; rm -f {ns}; "
+                        "ip neigh flush dev glm53lab-mgmt"], check=False)

@@ -595,3 +595,16 @@ def test_faults_left_by_a_killed_run_are_undone_by_lab_up(lab, deploy):
     # And the lab is whole again: a rerun changes nothing, SSH works from the head.
     assert spark_lab.up(nodes=2).changes == []
     sh("spark-head", "ssh -o BatchMode=yes -o ConnectTimeout=5 198.18.1.11 true", user="spark")
+
+
+def test_a_stale_namespace_holding_a_node_address_is_removed_by_lab_up(lab):
+    # The CI failure "ssh spark@198.18.0.11 failed: Connection refused" on a lab booted from
+    # a killed run's state: an empty namespace answered for the worker's address.
+    node = spark_lab.make_node(1)
+    with faults.stale_namespace("spark-worker"):
+        refused = subprocess.run(spark_lab.ssh_cmd("spark", node, "true"), capture_output=True, text=True, timeout=60, check=False)
+        assert "Connection refused" in refused.stderr
+        changes = spark_lab.up(nodes=2).changes
+        assert any(f"removed {node.mgmt} (spark-worker's) from a stale network namespace" in c for c in changes), changes
+        assert _ssh_spark("spark-worker", "hostname") == "spark-worker\n"
+    assert spark_lab.up(nodes=2).changes == []
