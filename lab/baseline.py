@@ -46,7 +46,14 @@ KHO_DIR = "/run/glm53-lab/kernel_kho"
 GPUD_ROOT = "/glm53-lab/meminfo"
 PROC_TARGETS = ("/proc/sys/kernel/osrelease", "/proc/version", "/proc/meminfo", "/proc/cmdline")
 # Where the deploy leaves state on a node (roles' defaults: the contract, the kit's state).
-DEPLOY_DIRS = ("/home/spark/.config/dgx_spark.glm53", "/home/spark/.local/state/glm53-tf-prod")
+DEPLOY_DIRS = ("/home/spark/.config/dgx_spark.glm53", "/home/spark/.local/state/glm53-tf-prod",
+               "/home/spark/.local/state/glm53-tf", "/home/spark/.local/state/glm53-vllm",
+               "/home/spark/.config/glm53-ops", "/home/spark/.local/lib/glm53-ops")
+# The watchdog a deployment installs (role watchdog) and the kit's own units a test may add:
+# gone before the engines, so no tick heals what the baseline removes.
+USER_UNITS = "/home/spark/.config/systemd/user"
+WATCHDOG_UNITS = ("glm53-watchdog.service", "glm53-watchdog.timer", "glm53-tf-watchdog.service",
+                  "glm53-tf-watchdog.timer")
 LAB_DAEMON_KEYS = ("bip", "default-address-pools", "storage-driver")
 
 
@@ -156,6 +163,16 @@ def script(*, links: list[Link], daemon_json: str, gpu_json: str, links_json: st
         "{ echo 'docker did not answer after a restart' >&2; rc=1; }; fi\n"
     )
     if deploy:
+        units = " ".join(f"{USER_UNITS}/{u} {USER_UNITS}/timers.target.wants/{u}" for u in WATCHDOG_UNITS)
+        parts += [
+            # Linger off ends spark's user manager (and its timers) once no session holds it.
+            "if [ \"$(loginctl show-user spark -p Linger --value 2>/dev/null)\" = yes ]; then "
+            "loginctl disable-linger spark; echo 'restored: linger off for spark'; fi\n",
+            f"for f in {units}; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then rm -f \"$f\"; "
+            "echo \"restored: removed $f\"; fi; done\n",
+            "if crontab -l -u spark >/dev/null 2>&1; then crontab -r -u spark; echo 'restored: no crontab for spark'; fi\n",
+            "if pkill -f 'glm53-ops watch'; then echo 'restored: ended watchdog ticks'; fi\n",
+        ]
         parts += [
             "ids=$(docker ps -aq); if [ -n \"$ids\" ]; then docker rm -f $ids >/dev/null; "
             "echo \"restored: removed $(echo $ids | wc -w) container(s)\"; fi\n",

@@ -321,7 +321,7 @@ class Engine(object):
     def _generate(self, job, emit, gone):
         from tensorfold.sim.batchcore import Cancelled
         # The silent tensor-parallel hang: the collective never returns, no token ever comes.
-        while env.switch(env.HANG):
+        while env.hung():
             if gone():
                 raise Cancelled()
             time.sleep(0.2)

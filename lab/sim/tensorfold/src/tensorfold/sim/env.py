@@ -1,6 +1,7 @@
 """Environment knobs, the log and the lab's fault switches."""
 
 import os
+import time
 import sys
 import threading
 
@@ -80,4 +81,20 @@ def switch(name):
 
 
 HANG = "lab-hang"
+# A real hang is the process's state: a restart clears it. A switch that says "once" hangs only
+# the engine that ran when it was made (by its mtime), never one started after it; an empty
+# one hangs every engine while it is there.
+STARTED = time.time()
+
+
+def hung():
+    """Is this engine hung by the lab-hang switch?"""
+    path = os.path.join(switch_dir(), HANG)
+    try:
+        with open(path) as handle:
+            once = handle.read().strip() == "once"
+        return not once or os.path.getmtime(path) >= STARTED
+    except OSError:
+        return False
+
 FATAL = "lab-fatal"
