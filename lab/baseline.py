@@ -171,7 +171,7 @@ def script(*, links: list[Link], daemon_json: str, gpu_json: str, links_json: st
             f"for f in {units}; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then rm -f \"$f\"; "
             "echo \"restored: removed $f\"; fi; done\n",
             "if crontab -l -u spark >/dev/null 2>&1; then crontab -r -u spark; echo 'restored: no crontab for spark'; fi\n",
-            "if pkill -f 'glm53-ops watch'; then echo 'restored: ended watchdog ticks'; fi\n",
+            "if pkill -f '[g]lm53-ops watch'; then echo 'restored: ended watchdog ticks'; fi\n",
         ]
         parts += [
             "ids=$(docker ps -aq); if [ -n \"$ids\" ]; then docker rm -f $ids >/dev/null; "

@@ -16,13 +16,15 @@ __metaclass__ = type
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import head_container, worker_container
 
 
-def rank_links(contract, node):
+def rank_links(contract, node, nccl_ib_hca=None):
     """``(netdevs, gids)`` of ``node``: every link netdev, and ``[{hca, netdev, ipv4}]`` for the HCAs
-    in its NCCL_IB_HCA (all of its HCAs when that is not set). HCA ``i`` serves link ``i``."""
+    NCCL uses there - ``nccl_ib_hca`` (the rank's own NCCL_IB_HCA, e.g. one HCA with
+    vllm_nvfp4_single_hca), else the contract's, else all of the node's HCAs. HCA ``i`` serves link ``i``."""
     entry = contract["nodes"][node]
     links = contract.get("links") or []
     hcas = list(entry.get("hcas") or [])
-    used = [h for h in ((entry.get("env") or {}).get("NCCL_IB_HCA") or "").split(",") if h] or hcas
+    named = nccl_ib_hca if nccl_ib_hca is not None else (entry.get("env") or {}).get("NCCL_IB_HCA")
+    used = [h for h in (named or "").split(",") if h] or hcas
     gids = []
     for index, hca in enumerate(hcas):
         if hca in used and index < len(links) and node in (links[index].get("addresses") or {}):
@@ -35,7 +37,8 @@ def ops_ranks(contract, path, evict_paths=None, disk_paths=None, specs=None):
     nodes = [contract["head"]] + list(contract.get("workers") or [])
     ranks = []
     for index, node in enumerate(nodes):
-        netdevs, gids = rank_links(contract, node)
+        spec_env = ((specs or {}).get(node) or {}).get("env") or {}
+        netdevs, gids = rank_links(contract, node, spec_env.get("NCCL_IB_HCA"))
         entry = {
             "rank": index, "node": node,
             "ssh": None if index == 0 else "%s@%s" % (contract["ssh_user"], contract["nodes"][node]["link_address"]),
