@@ -103,7 +103,7 @@ test:
 	trap 'for p in $$lab $$unit; do wait $$p 2>/dev/null; done' EXIT; \
 	for stage in $(TEST_STAGES); do s=$$(date +%s); stage_failed=""; \
 	  case $$stage in \
-	  lab-start) { $(MAKE) --no-print-directory lab-up && $(LAB_TOOL) --lab 2 up; } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
+	  lab-start) { $(MAKE) --no-print-directory lab-up && $(LAB_TOOL) --lab 2 up && $(LAB_TOOL) --lab 3 up; } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
 	  unit-start) nice -n 10 $(MAKE) --no-print-directory unit UNIT_SELECT='not page_cache' > .build/unit.log 2>&1 & \
 	    unit=$$!; continue ;; \
 	  lab-up) wait $$lab || stage_failed=1; cat .build/lab-up.log ;; \
@@ -153,7 +153,7 @@ lab-up:
 
 lab-down:
 	$(LAB_TOOL) down
-	if [ -e /run/netns/glm53-lab-2 ]; then $(LAB_TOOL) --lab 2 down; fi
+	for n in 2 3; do if [ -e /run/netns/glm53-lab-$$n ]; then $(LAB_TOOL) --lab $$n down; fi; done
 
 lab-status:
 	$(LAB_TOOL) status $(LAB_NODES)
@@ -170,11 +170,11 @@ lab: setup lab-up
 	ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold
 	bash lab/demo.sh
 
-# End-to-end tests on the lab (the `lab` fixture brings it up), in two sessions side by side:
-# the modules in LAB2_TESTS on lab 2 (the same lab again, in a network namespace and Docker
-# engine of its own: lab/sparklab/netns.py), the rest on lab 1. They wait on Ansible, SSH
-# and the simulated engines far more than on the CPU, so two at once take about half the
-# time. INTEGRATION_LABS=1 runs them all on lab 1. pytest exits 5 when it collects nothing,
+# End-to-end tests on the lab (the `lab` fixture brings it up), in three sessions side by side:
+# the modules in LAB2_TESTS on lab 2 and LAB3_TESTS on lab 3 (the same lab again, each in a
+# network namespace and Docker engine of its own: lab/sparklab/netns.py), the rest on lab 1.
+# They wait on Ansible, SSH, the simulated engines and the watchdog's ticks far more than on
+# the CPU, so running them side by side divides the time. INTEGRATION_LABS=1 runs them all on lab 1. pytest exits 5 when it collects nothing,
 # which fails this target as it should. Every test's time is kept in .build/integration*.xml
 # (benchmarks/test_times.py reads them: where the time goes).
 INTEGRATION_LABS ?= 2
@@ -183,17 +183,22 @@ INTEGRATION_LABS ?= 2
 # preflight, the weights and the four-node lab (which deploys path vllm on four nodes).
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
   test_hf_mirror.py test_hf_weights.py test_lab.py)
+# Lab 3: the watchdog, whose ticks are mostly waiting (three of them before each heal).
+LAB3_TESTS := tests/integration/test_watchdog.py
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \
-	$(LAB_TOOL) --lab 2 up > .build/lab2-up.log 2>&1 || { cat .build/lab2-up.log; exit 1; }; \
+	for n in 2 3; do $(LAB_TOOL) --lab $$n up > .build/lab$$n-up.log 2>&1 || { cat .build/lab$$n-up.log; exit 1; }; done; \
 	$(LAB_TOOL) --lab 2 run -- python -m pytest -p no:cacheprovider -m lab $(LAB2_TESTS) \
 	  --junitxml=.build/integration-lab2.xml > .build/integration-lab2.log 2>&1 & two=$$!; \
-	one=0; python -m pytest -m lab tests/integration $(addprefix --ignore=,$(LAB2_TESTS)) \
+	$(LAB_TOOL) --lab 3 run -- python -m pytest -p no:cacheprovider -m lab $(LAB3_TESTS) \
+	  --junitxml=.build/integration-lab3.xml > .build/integration-lab3.log 2>&1 & three=$$!; \
+	one=0; python -m pytest -m lab tests/integration $(addprefix --ignore=,$(LAB2_TESTS) $(LAB3_TESTS)) \
 	  --junitxml=.build/integration.xml || one=$$?; \
-	two_rc=0; wait $$two || two_rc=$$?; \
+	two_rc=0; wait $$two || two_rc=$$?; three_rc=0; wait $$three || three_rc=$$?; \
 	echo "--- lab 2's session ($(LAB_TOOL) --lab 2): exit $$two_rc ---"; cat .build/integration-lab2.log; \
-	exit $$(( one || two_rc ))
+	echo "--- lab 3's session ($(LAB_TOOL) --lab 3): exit $$three_rc ---"; cat .build/integration-lab3.log; \
+	exit $$(( one || two_rc || three_rc ))
 
 # Every scenario in molecule/; the shared lab is created once and destroyed once.
 # Fresh molecule state each time: molecule skips `create` when its state file says

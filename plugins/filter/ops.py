@@ -17,6 +17,13 @@ def ops_plan_ranks(contract, path, evict_paths=None, disk_paths=None, specs=None
                      specs=_plain(specs))
 
 
+def ops_stop_words(entry):
+    """``glm53-vllm removed (was running)`` from one entry of glm53-ops stop's ``stopped``."""
+    entry = _plain(entry)
+    words = str(entry.get("result") or "").split(" ", 1)
+    return "%s %s%s" % (entry.get("container"), words[0], " (was %s)" % words[1] if len(words) > 1 else "")
+
+
 class FilterModule(object):
     def filters(self):
-        return {"ops_plan_ranks": ops_plan_ranks}
+        return {"ops_plan_ranks": ops_plan_ranks, "ops_stop_words": ops_stop_words}

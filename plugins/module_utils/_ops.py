@@ -144,7 +144,8 @@ def nccl_overrides(cluster):
         entry = cluster.entries[rank.rank]
         if not entry.get("gids") or GID_KEY not in ((entry.get("spec") or {}).get("env") or {}):
             return None, None
-        return cluster.on_node(rank, "node-facts", {"gids": entry["gids"]})
+        return cluster.on_node(rank, "node-facts", {"gids": entry["gids"],
+                                                    "sysfs_root": cluster.config.get("sysfs_root")})
 
     for rank, (answer, error) in zip(cluster.ranks, cluster.each(one)):
         if answer is None and error is None:
@@ -171,8 +172,8 @@ def _kit_start(cluster, log_path):
     kit = cluster.config["kit"]
     env = dict(os.environ, GLM53_TF_LOCKED="1", STATE_DIR=os.path.expanduser(kit["state_dir"]))
     env.update(dict((k, str(v)) for k, v in (kit.get("env") or {}).items()))
-    script = "cd %s && exec scripts/serve.sh start >> %s 2>&1" % (shlex.quote(os.path.expanduser(kit["dir"])),
-                                                                 shlex.quote(log_path))
+    kit_dir = shlex.quote(os.path.expanduser(kit["dir"]))
+    script = "cd %s && exec scripts/serve.sh start >> %s 2>&1" % (kit_dir, shlex.quote(log_path))
     run = run_with_timeout(["sh", "-c", script], float(cluster.config.get("start_timeout") or 1800), env=env)
     # 3: fewer slots than asked, server left running - the wait below says so with the numbers.
     if run["error"] or run["rc"] not in (0, 3):
@@ -289,7 +290,9 @@ def start(config, state, by, lock=None, lock_wait=0.0, sleep=time.sleep):
 def stop(config, state, by, lock_wait=120.0):
     """stop.yml: DISABLED first (no tick starts the engine from now on), then under the lock every
     rank, the head first; then proof that none runs. Returns ``{ok, busy, msg, stopped}``."""
-    state.disable("stop (%s)" % by)
+    newly = not state.disabled()
+    if newly:  # the first stop's note stays: who stopped it and when
+        state.disable("stop (%s)" % by)
     lock = Lock(config["lock"])
     if not lock.acquire(lock_wait):
         return {"ok": False, "busy": True, "stopped": [],
@@ -304,7 +307,8 @@ def stop(config, state, by, lock_wait=120.0):
         if left:
             return {"ok": False, "busy": False, "stopped": stopped,
                     "msg": "ranks still run after the stop: %s" % "; ".join(left)}
-        return {"ok": True, "busy": False, "stopped": stopped,
+        changed = newly or any(s["result"].startswith(("removed", "stopped")) for s in stopped)
+        return {"ok": True, "busy": False, "stopped": stopped, "changed": changed,
                 "msg": "no %s rank runs on %s" % (config["path"], ", ".join(r.node for r in cluster.ranks))}
     finally:
         cluster.close()

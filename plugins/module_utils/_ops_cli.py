@@ -42,12 +42,18 @@ def _load(path, what):
             what, path, exc))
 
 
+def _out(text):
+    """One answer on stdout (a worker's answer is read from its last line)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _state(config):
     return State(config["state_dir"], log_name=config.get("log_name") or "watchdog.log")
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="glm53-ops", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="glm53-ops", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config-dir", default=os.environ.get("GLM53_OPS_CONFIG_DIR", CONFIG_DIR))
     sub = parser.add_subparsers(dest="action", required=True)
     for name in ("start", "restart", "stop"):
@@ -69,14 +75,15 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     if args.action in ("node-facts", "evict"):
         function = node_facts if args.action == "node-facts" else evict_here
-        print(json.dumps(function(json.loads(args.query)), sort_keys=True))
+        _out(json.dumps(function(json.loads(args.query)), sort_keys=True))
         return 0
     config = _load(os.path.join(args.config_dir, "ops.json"), "the operations plan")
     state = _state(config)
     if args.action in ("start", "restart", "stop"):
         run = stop if args.action == "stop" else start
         result = run(config, state, by=args.by, lock_wait=args.lock_wait)
-        print(json.dumps(result, sort_keys=True))
+        result["state_log"] = state.path(state.log_name)
+        _out(json.dumps(result, sort_keys=True))
         return 0 if result["ok"] else (EX_BUSY if result["busy"] else 1)
     if args.action == "status":
         cluster = Cluster(config)
@@ -85,19 +92,15 @@ def main(argv=None):
         finally:
             cluster.close()
         lines = table(found)
-        print(json.dumps(dict(found, table=lines), sort_keys=True, default=str) if args.json else "\n".join(lines))
+        _out(json.dumps(dict(found, table=lines), sort_keys=True, default=str) if args.json else "\n".join(lines))
         return 0
     settings_path = os.path.join(os.path.expanduser(args.config_dir), "watchdog.json")
     settings = _load(settings_path, "the watchdog settings") if os.path.exists(settings_path) else {}
     if args.once:
         outcome = tick(config, settings, state)
-        print(json.dumps(outcome, sort_keys=True))
+        _out(json.dumps(outcome, sort_keys=True))
         return 0
     interval = float(settings.get("interval") or 15)
     outcomes = watch_for(config, settings, state, args.seconds, interval, state.path("watch.lock"))
-    print(json.dumps(outcomes, sort_keys=True))
+    _out(json.dumps(outcomes, sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -45,15 +45,15 @@ def link_state(netdev):
     return {"operstate": _read(os.path.join(base, "operstate")), "carrier": _read(os.path.join(base, "carrier"))}
 
 
-def gid_table(hca, port=1):
+def gid_table(hca, port=1, root=None):
     """The RoCE entries of an HCA port that are set (index, gid, type, ndev)."""
-    entries = read_sysfs_port(SYSFS, hca, port)["gids"]
+    entries = read_sysfs_port(root or SYSFS, hca, port)["gids"]
     return [entry for entry in entries if entry["gid"] and entry["gid"] != ZERO_GID]
 
 
-def gid_index(hca, netdev, ipv4, port=1):
+def gid_index(hca, netdev, ipv4, port=1, root=None):
     """The RoCE v2 GID index that carries ``ipv4`` on ``hca`` now (what NCCL would pick), or None."""
-    return gid_index_for(roce_v2_ipv4_gids(read_sysfs_port(SYSFS, hca, port)["gids"]), ipv4, netdev)
+    return gid_index_for(roce_v2_ipv4_gids(read_sysfs_port(root or SYSFS, hca, port)["gids"]), ipv4, netdev)
 
 
 def disk_free(path):
@@ -67,7 +67,8 @@ def disk_free(path):
 
 def node_facts(query):
     """Memory, disk, links and GIDs of this node for ``query`` ({disk_paths, netdevs, gids: [{hca,
-    netdev, ipv4}], gid_tables: bool})."""
+    netdev, ipv4}], gid_tables: bool, sysfs_root: the RDMA tree's root, glm53_sysfs_root})."""
+    root = query.get("sysfs_root") or None
     facts = {"memory": memory_summary(read_meminfo()), "disk": [], "links": {}, "gid_index": {}, "gid_tables": {}}
     for path in query.get("disk_paths") or []:
         try:
@@ -77,9 +78,9 @@ def node_facts(query):
     for netdev in query.get("netdevs") or []:
         facts["links"][netdev] = link_state(netdev)
     for item in query.get("gids") or []:
-        facts["gid_index"][item["hca"]] = gid_index(item["hca"], item["netdev"], item["ipv4"])
+        facts["gid_index"][item["hca"]] = gid_index(item["hca"], item["netdev"], item["ipv4"], root=root)
         if query.get("gid_tables"):
-            facts["gid_tables"][item["hca"]] = gid_table(item["hca"])
+            facts["gid_tables"][item["hca"]] = gid_table(item["hca"], root=root)
     return facts
 
 
@@ -96,19 +97,22 @@ def evict_here(query):
     paths = [os.path.expanduser(p) for p in query.get("paths") or []]
     if paths:
         evict(paths=paths, method="fadvise", missing="ignore")
-    after = memory_summary(read_meminfo())
+    free = memory_summary(read_meminfo())["mem_free"]
     target = gate + float(query.get("margin_gib") or 0) * GIB
     ballooned = False
-    if gate and after["mem_free"] < target:
+    if gate and free < target:
         try:
-            evict(method="balloon", free_target_gib=target / GIB, keep_gib=float(query.get("keep_gib") or 2.0))
-            ballooned = True
+            result = evict(method="balloon", free_target_gib=target / GIB, keep_gib=float(query.get("keep_gib") or 2.0))
         except PageCacheError as exc:
-            return {"mem_free_before": before["mem_free"], "mem_free_after": after["mem_free"], "gate": int(gate),
+            return {"mem_free_before": before["mem_free"], "mem_free_after": free, "gate": int(gate),
                     "reached": False, "ballooned": False, "error": str(exc)}
-        after = memory_summary(read_meminfo())
-    return {"mem_free_before": before["mem_free"], "mem_free_after": after["mem_free"], "gate": int(gate),
-            "reached": after["mem_free"] >= gate, "ballooned": ballooned}
+        ballooned = bool(result.get("balloon_bytes"))
+        # As the engine role judges it (_engine_memory.memory_report): what the balloon freed is
+        # free when it lets go, before the node's meminfo shows it.
+        expected = (result.get("free_target") or {}).get("expected_free")
+        free = expected if ballooned and expected is not None else max(free, expected or 0)
+    return {"mem_free_before": before["mem_free"], "mem_free_after": free, "gate": int(gate),
+            "reached": free >= gate, "ballooned": ballooned}
 
 
 def remote_command(program, action, query):
@@ -124,8 +128,8 @@ def parse_answer(run):
         return None, run["error"]
     lines = (run.get("stdout") or "").strip().splitlines()
     if run.get("rc") != 0 or not lines:
-        return None, "exit %s: %s" % (run.get("rc"), " ".join(((run.get("stderr") or "") + " " +
-                                                                (run.get("stdout") or "")).split())[-300:])
+        said = " ".join(((run.get("stderr") or "") + " " + (run.get("stdout") or "")).split())
+        return None, "exit %s: %s" % (run.get("rc"), said[-300:])
     try:
         return json.loads(lines[-1]), None
     except ValueError:

@@ -21,6 +21,7 @@ GIB = 1 << 30
 TIMEOUT = 30
 TIMER = "glm53-watchdog.timer"
 CRON_NAME = "dgx_spark.glm53 watchdog"
+ROW = "%-14s %-4s %-14s %-11s %-31s %8s %8s %9s  %s"
 _VLLM_SEQS = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
@@ -96,16 +97,15 @@ def table(status):
                                             status["health"]["error"])]
     if "slots" in status:
         slots = status["slots"]
-        lines.append("slots: %s from the rank-0 log, %s from /health (want %s)" % (slots["log"], slots["health"],
-                                                                                  slots["wanted"]))
+        lines.append("slots: %s from the rank-0 log, %s from /health (want %s)" % (
+            slots["log"], slots["health"], slots["wanted"]))
     else:
         lines.append("sequences: %s" % (status.get("sequences") or "none reported"))
-    lines.append("%-14s %-4s %-14s %-8s %-31s %8s %8s %9s  %s" % ("node", "rank", "container", "state", "started",
-                                                                "MemAvail", "MemFree", "disk free", "links"))
+    lines.append(ROW % ("node", "rank", "container", "state", "started", "MemAvail", "MemFree", "disk free", "links"))
     for node in status["nodes"]:
         disk = node["disk"][0].get("free") if node["disk"] else None
         links = " ".join("%s=%s" % (k, v.get("operstate")) for k, v in sorted(node["links"].items()))
-        lines.append("%-14s %-4s %-14s %-8s %-31s %8s %8s %9s  %s" % (
+        lines.append(ROW % (
             node["node"], node["rank"], node["container"], node["state"], node["started_at"] or "-",
             _gib(node["mem_available"]), _gib(node["mem_free"]), _gib(disk), links or "-"))
     dog = status["watchdog"]
@@ -139,7 +139,8 @@ def save_evidence(cluster, state, reason, stamp):
         env = rank.run("docker inspect -f '{{json .Config.Env}}' %s" % name, TIMEOUT)
         entry = cluster.entries[rank.rank]
         facts = cluster.on_node(rank, "node-facts", {"netdevs": entry.get("netdevs") or [],
-                                                     "gids": entry.get("gids") or [], "gid_tables": True})
+                                                     "gids": entry.get("gids") or [], "gid_tables": True,
+                                                     "sysfs_root": config.get("sysfs_root")})
         return logs, env, facts
 
     nccl, nodes = {}, {}

@@ -239,8 +239,11 @@ def test_stop_yml_stops_both_ranks_with_the_kits_stop_and_keeps_the_images(deplo
     assert ranks() == (None, None)
     assert "no tensorfold rank remains" in run.stdout
     assert image_id(HEAD, "glm53-tensorfold:lp9001") and image_id(WORKER, "glm53-tensorfold:lp9001")
-    # The kit's own stop ran on the head, under its lock, and logged to the ops log.
-    assert run.task_results("Stop both ranks with the kit's stop, under the kit's lock")[HEAD]["rc"] == 0
+    # Stop means stop: DISABLED first, then every rank under the kit's lock, the head first, logged.
+    assert spark(HEAD, f"test -e {STATE}/DISABLED && echo set").stdout.strip() == "set"
+    assert "stopped (playbooks/stop.yml; DISABLED marker set): spark-head removed running, spark-worker removed " \
+           "running" in spark(HEAD, f"cat {STATE}/tf-prod.log").stdout
+    assert "no tensorfold rank remains (glm53-tf-r0 removed (was running))" in run.stdout
 
 
 BALLAST = "glm53-lab/ballast:1"

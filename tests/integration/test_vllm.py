@@ -281,7 +281,7 @@ def test_tensorfold_and_vllm_replace_each_other_and_stop_yml_stops_the_ranks(dep
     # stop.yml -e path=vllm: no rank remains on any node; images and weights stay; again changes nothing.
     run = run_playbook(STOP, extravars=VLLM)
     assert ranks() == {HEAD: None, WORKER: None}
-    assert "no vllm rank remains (glm53-vllm removed)" in run.stdout
+    assert "no vllm rank remains (glm53-vllm removed (was running))" in run.stdout
     assert image_id(HEAD) and image_id(WORKER) == image_id(HEAD)
     assert spark(WORKER, f"test -L {SNAPSHOT}/config.json && echo kept").stdout.strip() == "kept"
     assert run_playbook(STOP, extravars=VLLM).changed_total == 0

@@ -58,6 +58,10 @@ def log_lines():
     return spark(HEAD, f"cat {LOG} 2>/dev/null || true").stdout.splitlines()
 
 
+def halted():
+    return spark(HEAD, f"cat {STATE}/halted 2>/dev/null || true").stdout.strip()
+
+
 def heals():
     text = spark(HEAD, f"cat {STATE}/heals.json 2>/dev/null || echo []").stdout
     return json.loads(text or "[]")
@@ -206,7 +210,7 @@ def test_a_fatal_engine_alerts_and_is_not_healed_until_start_yml(watched):
     before_heals = len(heals())
     spark(HEAD, f"mkdir -p {SESSIONS} && touch {SESSIONS}/lab-fatal")
     try:
-        wait_for(lambda: spark(HEAD, f"cat {STATE}/halted 2>/dev/null || true").stdout.strip(), 3 * INTERVAL + 30,
+        wait_for(halted, 3 * INTERVAL + 30,
                  "the fatal halt")
         mark = node_now()
         wait_for(lambda: ticks_since(mark).count("halted") >= 3, 5 * INTERVAL + 30, "three ticks after the halt")
@@ -228,14 +232,13 @@ def test_ten_faults_in_a_row_never_overlap_and_the_budget_turns_to_alerts(watche
         # A fault every 4 s - quicker than three ticks and a start - until the budget is spent:
         # two heals, then the third outage turns to alerts.
         faults = 0
-        while faults < 30 and not spark(HEAD, f"cat {STATE}/halted 2>/dev/null || true").stdout.strip():
+        while faults < 30 and not halted():
             spark(WORKER, "docker kill glm53-tf-r1 >/dev/null 2>&1 || true", check=False)
             faults += 1
             time.sleep(4)
-        halted = wait_for(lambda: spark(HEAD, f"cat {STATE}/halted 2>/dev/null || true").stdout.strip(), 60,
-                          "the budget's halt")
+        why = wait_for(halted, 60, "the budget's halt")
         assert faults >= 10, faults
-        assert "budget" in halted
+        assert "budget" in why
         assert len(heals()) == 2
         lines = [line for line in log_lines() if re.match(r"^\d{4}-", line)]
         # Never two starts at once: every heal's start ends (READY or FAILED) before the next begins.

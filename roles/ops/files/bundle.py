@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build the operations program as one zipapp: this collection's module_utils plus a __main__.
 
     bundle.py <plugins/module_utils dir> <output .pyz>

@@ -86,7 +86,8 @@ def test_the_zip_holds_main_the_packages_and_every_module(built):
 def run_bundle(path, *args, interpreter=(sys.executable, "-I", "-S"), env=None):
     # -I -S: no site-packages, no PYTHONPATH, no user site: only the standard library and the zip.
     return subprocess.run(list(interpreter) + [str(path)] + list(args), env=env or dict(CLEAN_ENV),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60,
+                          check=False)
 
 
 def test_it_runs_node_facts_with_a_clean_environment(bundle, tmp_path, capsys):

@@ -192,8 +192,8 @@ def test_judge_ready_is_healthy():
 
 
 def test_judge_busy_is_healthy_with_a_reason():
-    assert wd.judge(healthy(busy=True)[0], None, NOW, 1800) == {"kind": "healthy",
-                                                                 "reason": "busy, counters advancing"}
+    expected = {"kind": "healthy", "reason": "busy, counters advancing"}
+    assert wd.judge(healthy(busy=True)[0], None, NOW, 1800) == expected
 
 
 def test_judge_a_young_running_rank0_without_an_answer_is_loading():

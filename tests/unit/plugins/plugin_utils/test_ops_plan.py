@@ -4,7 +4,6 @@ each HCA NCCL runs on, the netdev and address whose GID index a heal recomputes.
 
 import copy
 
-import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils import _ops
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _vllm_plan as vp
@@ -157,6 +156,7 @@ class FakeCluster(object):
         self.entries = dict((entry["rank"], entry) for entry in ranks)
         self.ranks = [self.Rank(entry["rank"], entry["node"]) for entry in ranks]
         self.tables = tables
+        self.config = {}
 
     def each(self, function):
         return [function(rank) for rank in self.ranks]
@@ -172,8 +172,8 @@ def test_a_heal_recomputes_the_one_gid_index_of_a_two_hca_plan():
     plan = vp.cluster_plan(cluster, options())
     assert plan["errors"] == []
     ranks = ops_ranks(cluster, "vllm", specs=plan["ranks"])
-    tables = {"spark-head": {"rocep1s0f1": 3, "roceP2p1s0f1": 3}, "spark-worker": {"rocep1s0f1": 5,
-                                                                                    "roceP2p1s0f1": 5}}
+    tables = {"spark-head": {"rocep1s0f1": 3, "roceP2p1s0f1": 3},
+              "spark-worker": {"rocep1s0f1": 5, "roceP2p1s0f1": 5}}
     overrides, notes, problems = _ops.nccl_overrides(FakeCluster(ranks, tables))
     assert problems == []
     assert overrides == {0: {"NCCL_IB_GID_INDEX": "3"}, 1: {"NCCL_IB_GID_INDEX": "5"}}

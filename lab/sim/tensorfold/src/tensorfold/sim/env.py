@@ -97,4 +97,5 @@ def hung():
     except OSError:
         return False
 
+
 FATAL = "lab-fatal"
