@@ -40,6 +40,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness_poll im
 JUDGE_SECONDS = 5.0
 HOUR = 3600.0
 DEFAULTS = {"interval": 15, "fails": 3, "grace_seconds": 1800, "heals_per_hour": 3, "canary_timeout": 30,
+            "tick_timeout": 60,
             "alert_command": [], "alert_webhook": ""}
 _STARTED_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
 # A rank failure carries its log tail (": last lines: ... | ..."): the evidence keeps the logs,
@@ -152,7 +153,11 @@ def tick(config, settings, state, now=time.time):
         return {"verdict": "halted", "reason": halted}
     if Lock(config["lock"]).held_elsewhere():
         return {"verdict": "busy"}
-    params = wait_params(config, JUDGE_SECONDS, canary_timeout=settings["canary_timeout"], busy_ok=True)
+    # A tick judges within tick_timeout: the state checks, then the canary in what is left.
+    budget = float(settings.get("tick_timeout") or 60)
+    judging = min(JUDGE_SECONDS, budget / 2)
+    params = wait_params(config, judging, canary_timeout=min(float(settings["canary_timeout"]), budget - judging),
+                         busy_ok=True)
     result, message = Waiter(params, head_node=config["ranks"][0]["node"]).run()
     verdict = judge(result, message, now(), float(settings["grace_seconds"]))
     kind = verdict["kind"]

@@ -241,8 +241,9 @@ def test_stop_yml_stops_both_ranks_with_the_kits_stop_and_keeps_the_images(deplo
     assert image_id(HEAD, "glm53-tensorfold:lp9001") and image_id(WORKER, "glm53-tensorfold:lp9001")
     # Stop means stop: DISABLED first, then every rank under the kit's lock, the head first, logged.
     assert spark(HEAD, f"test -e {STATE}/DISABLED && echo set").stdout.strip() == "set"
-    assert "stopped (playbooks/stop.yml; DISABLED marker set): spark-head removed running, spark-worker removed " \
-           "running" in spark(HEAD, f"cat {STATE}/tf-prod.log").stdout
+    # (Rank 1 may have exited by the time its turn comes: it ends when rank 0 goes.)
+    assert re.search(r"stopped \(playbooks/stop.yml; DISABLED marker set\): spark-head removed running, "
+                     r"spark-worker removed (running|exited)", spark(HEAD, f"cat {STATE}/tf-prod.log").stdout)
     assert "no tensorfold rank remains (glm53-tf-r0 removed (was running))" in run.stdout
 
 
