@@ -103,7 +103,7 @@ def summary(values):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cron-runs", type=int, default=1)
     parser.add_argument("--interval", type=int, default=15)
@@ -122,7 +122,7 @@ def main():
         time.sleep(5)
         for kind in FAULTS:
             detected, ready = [], []
-            for _ in range(runs):
+            for _round in range(runs):
                 found, healed = one_round(kind, deadline=4 * settings["watchdog_interval"] + 180)
                 detected.append(found)
                 ready.append(healed)
