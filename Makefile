@@ -184,7 +184,7 @@ INTEGRATION_LABS ?= 2
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
   test_hf_mirror.py test_hf_weights.py test_lab.py)
 # Lab 3: the watchdog, whose ticks are mostly waiting (three of them before each heal).
-LAB3_TESTS := tests/integration/test_watchdog.py
+LAB3_TESTS := $(addprefix tests/integration/,test_watchdog.py test_watchdog_vllm.py)
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \
