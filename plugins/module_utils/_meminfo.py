@@ -41,6 +41,17 @@ def read_meminfo(path=MEMINFO_PATH):
         return parse_meminfo(handle.read())
 
 
+def free_after_balloon(free, balloon_result):
+    """MemFree once a page_cache_evict balloon (method balloon, free_target_gib) let go: what it
+    freed is free when it exits, before the node's meminfo shows it - its ``expected_free`` when
+    it inflated, else the larger of ``free`` and what it expected (already there)."""
+    result = balloon_result or {}
+    expected = (result.get("free_target") or {}).get("expected_free")
+    if result.get("balloon_bytes"):
+        return expected if expected is not None else (result.get("memory_after") or {}).get("mem_free", free)
+    return max(free, expected) if expected is not None else free
+
+
 def memory_summary(meminfo):
     """The numbers every role and module reports, in bytes. MemTotal sizes what an engine takes
     as a share of the node (vLLM's --gpu-memory-utilization)."""

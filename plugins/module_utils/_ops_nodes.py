@@ -22,7 +22,11 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev impo
     read_sysfs_port,
     roce_v2_ipv4_gids,
 )
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import memory_summary, read_meminfo
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import (
+    free_after_balloon,
+    memory_summary,
+    read_meminfo,
+)
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache import evict
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._page_cache_errors import PageCacheError
 
@@ -107,10 +111,7 @@ def evict_here(query):
             return {"mem_free_before": before["mem_free"], "mem_free_after": free, "gate": int(gate),
                     "reached": False, "ballooned": False, "error": str(exc)}
         ballooned = bool(result.get("balloon_bytes"))
-        # As the engine role judges it (_engine_memory.memory_report): what the balloon freed is
-        # free when it lets go, before the node's meminfo shows it.
-        expected = (result.get("free_target") or {}).get("expected_free")
-        free = expected if ballooned and expected is not None else max(free, expected or 0)
+        free = free_after_balloon(free, result)  # the engine role's judgment (_engine_memory)
     return {"mem_free_before": before["mem_free"], "mem_free_after": free, "gate": int(gate),
             "reached": free >= gate, "ballooned": ballooned}
 

@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import math
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import free_after_balloon
+
 GIB = float(1 << 30)
 
 
@@ -81,16 +83,11 @@ def memory_report(named, ballooned=None, gate_gib=0):
             parts.append("-> %s GiB after evicting %s GiB it names" % (
                 _gib(after), _gib(named[node].get("evicted_bytes") or 0)))
         if node in ballooned:
-            target = ballooned[node].get("free_target") or {}
             touched = ballooned[node].get("balloon_bytes") or 0
-            expected = target.get("expected_free")
+            after = free_after_balloon(after, ballooned[node])
             if touched:
-                after = expected if expected is not None else (ballooned[node].get("memory_after") or {}).get(
-                    "mem_free", after)
                 parts.append("-> %s GiB after a %s GiB balloon (page cache no name reaches: image layers, "
                              "other files)" % (_gib(after), _gib(touched)))
-            elif expected is not None:
-                after = max(after, expected)
         if gate > 0:
             parts.append("(the engine waits for %g GiB)" % node_gate_gib)
             if after < gate:
