@@ -29,7 +29,7 @@ def sh(node, script, **kw):
 
 
 def eventually(fn, timeout=3.0):
-    """The sysfs simulator polls every 0.5 s: allow it a few rounds."""
+    """The sysfs simulator follows link events, and refreshes every 2 s regardless: allow it that."""
     deadline = time.time() + timeout
     while True:
         value = fn()

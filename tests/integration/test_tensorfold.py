@@ -118,43 +118,67 @@ def test_cold_deploy_serves_8_slots_and_a_rerun_changes_and_restarts_nothing(dep
     assert "tf-prod.log" in left and not left & {"DISABLED", "fails"}, f"DISABLED or fails left after READY: {left}"
 
 
+# How long the busy requests would generate for: far past any rerun. The client ends them.
+BUSY_SECONDS = 300
+BUSY_CURL = "curl -sN -m %d" % (BUSY_SECONDS + 60)
+
+
 def long_requests(count, seconds):
-    """Start ``count`` chat completions on the head that each generate for about ``seconds``
-    (ignore_eos holds each to its max_tokens), each answer into /tmp/glm53-busy/N.json."""
+    """Start ``count`` streamed chat completions on the head, each long enough to generate for
+    about ``seconds`` (ignore_eos holds each to its max_tokens), each stream into
+    /tmp/glm53-busy/N.sse. The caller ends them (pkill BUSY_CURL)."""
     probe = {"model": "glm-5.3-flash", "max_tokens": 200, "ignore_eos": True,
              "messages": [{"role": "user", "content": "count"}]}
     started = time.monotonic()
     assert api("/v1/chat/completions", probe)["usage"]["completion_tokens"] == 200
     rate = 200 / (time.monotonic() - started)
-    ask = dict(probe, max_tokens=int(rate * seconds))
-    body = shlex.quote(json.dumps(ask))
+    body = shlex.quote(json.dumps(dict(probe, max_tokens=int(rate * seconds), stream=True)))
     spark(HEAD, "rm -rf /tmp/glm53-busy && mkdir -p /tmp/glm53-busy && for i in $(seq %d); do "
-                "nohup curl -s -m 900 -H 'Content-Type: application/json' -d %s %s/v1/chat/completions "
-                "> /tmp/glm53-busy/$i.json 2>/dev/null & done" % (count, body, API))
-    return ask["max_tokens"]
+                "nohup %s -H 'Content-Type: application/json' -d %s %s/v1/chat/completions "
+                "> /tmp/glm53-busy/$i.sse 2>/dev/null & done" % (count, BUSY_CURL, body, API))
+
+
+def stream_sizes(count):
+    """Bytes each streamed answer in /tmp/glm53-busy holds so far."""
+    out = spark(HEAD, "for i in $(seq %d); do stat -c %%s /tmp/glm53-busy/$i.sse; done" % count).stdout
+    return [int(size) for size in out.split()]
 
 
 def test_a_rerun_under_full_load_changes_and_restarts_nothing(deployed, run_playbook):
-    """8 long requests hold the 8 slots, so the rerun probe's canary waits behind them: busy, not
-    unhealthy. Nothing is restarted and every request completes."""
+    """8 long streamed requests hold the 8 slots, so the rerun probe's canary waits behind them:
+    busy, not unhealthy. Nothing is restarted, and every stream goes on after the rerun.
+
+    The requests are sized to outlast any rerun (BUSY_SECONDS of tokens) and are ended by the
+    client once the rerun is judged, so the test never depends on how long the rerun takes."""
     before = both_rank_facts()
-    tokens = long_requests(8, seconds=60)
+    long_requests(8, seconds=BUSY_SECONDS)
+    try:
+        deadline = time.monotonic() + 30
+        while api("/health")["inflight"] < 8 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert api("/health")["inflight"] == 8
+        again = run_playbook(SITE, tags=ROLES, extravars=TF, ident="rerun-busy")
+        assert again.changed_total == 0
+        assert "busy with requests in flight, healthy" in again.stdout
+        assert [(f["id"], f["started"]) for f in both_rank_facts()] == [(f["id"], f["started"]) for f in before]
+        assert api("/health")["inflight"] == 8
+        # Every stream still grows after the rerun: none was cut, none ended early.
+        sizes = stream_sizes(8)
+        time.sleep(3)
+        grown = stream_sizes(8)
+        assert all(after > size > 0 for size, after in zip(sizes, grown)), (sizes, grown)
+        ended = spark(HEAD, "grep -lE '\"error\"|\\[DONE\\]' /tmp/glm53-busy/*.sse", check=False).stdout
+        assert not ended, f"streams that failed or ended before the client left: {ended}"
+    finally:
+        # ([c]url: the pattern must not match the shell that runs pkill.)
+        spark(HEAD, f"pkill -f '[c]{BUSY_CURL[1:]}' || true")
+    # The engine frees the slots of the clients that left, and serves again.
     deadline = time.monotonic() + 30
-    while api("/health")["inflight"] < 8 and time.monotonic() < deadline:
+    while api("/health")["inflight"] > 0:
+        assert time.monotonic() < deadline, "the slots of the ended streams were not freed"
         time.sleep(0.5)
-    assert api("/health")["inflight"] == 8
-    again = run_playbook(SITE, tags=ROLES, extravars=TF, ident="rerun-busy")
-    assert again.changed_total == 0
-    assert api("/health")["inflight"] == 8, "the requests ended before the rerun's probe was over: not a busy rerun"
-    assert [(f["id"], f["started"]) for f in both_rank_facts()] == [(f["id"], f["started"]) for f in before]
-    assert "busy with requests in flight, healthy" in again.stdout
-    deadline = time.monotonic() + 300
-    while spark(HEAD, "pgrep -c -f 'curl -s -m 900'", check=False).stdout.strip() not in ("", "0"):
-        assert time.monotonic() < deadline, "the 8 requests did not finish"
-        time.sleep(2)
-    for index in range(1, 9):
-        answer = json.loads(spark(HEAD, f"cat /tmp/glm53-busy/{index}.json").stdout)
-        assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == tokens
+    probe = {"model": "glm-5.3-flash", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    assert api("/v1/chat/completions", probe)["choices"][0]["finish_reason"] in ("length", "stop")
 
 
 def test_prod_env_is_the_c8_profile_with_the_sites_values(deployed):
