@@ -179,20 +179,28 @@ def test_a_loading_rank_0_within_the_grace_is_not_healed(watched):
 
 def test_every_slot_busy_on_long_requests_is_not_healed(watched):
     before_heals, before = len(heals()), ranks()
-    body = json.dumps({"model": "glm-5.3-flash", "max_tokens": 1500, "ignore_eos": True,
+    # Ten streamed requests for eight slots, each far longer than the ticks judged here (minutes
+    # of decoding), so every canary waits its turn whatever the machine's load; the client ends
+    # them once the ticks are judged (a stream's engine sees its client leave).
+    body = json.dumps({"model": "glm-5.3-flash", "max_tokens": 60000, "ignore_eos": True, "stream": True,
                        "messages": [{"role": "user", "content": "count"}]})
-    # Ten requests for eight slots, each about 30 s of decoding: every canary waits its turn.
-    spark(HEAD, f"for i in $(seq 10); do nohup curl -s -m 120 -H 'Content-Type: application/json' "
+    spark(HEAD, f"for i in $(seq 10); do nohup curl -sN -m 400 -H 'Content-Type: application/json' "
                 f"-d {shlex.quote(body)} {API}/v1/chat/completions >/dev/null 2>&1 & done")
-    wait_for(lambda: json.loads(spark(HEAD, f"curl -s -m 5 {API}/health").stdout).get("inflight", 0) >= 8, 30,
-             "eight requests in flight")
-    mark = node_now()
-    wait_for(lambda: len(ticks_since(mark)) >= 4, 6 * INTERVAL + 40, "four ticks while busy")
-    verdicts = ticks_since(mark)
-    assert set(verdicts) == {"healthy"}, verdicts
-    assert len(heals()) == before_heals and ranks() == before
-    busy = json.loads(spark(HEAD, f"curl -s -m 5 {API}/health").stdout)
-    assert busy["inflight"] >= 1, busy  # still busy: the ticks above judged a busy engine
+    try:
+        wait_for(lambda: json.loads(spark(HEAD, f"curl -s -m 5 {API}/health").stdout).get("inflight", 0) >= 8, 30,
+                 "eight requests in flight")
+        mark = node_now()
+        wait_for(lambda: len(ticks_since(mark)) >= 4, 6 * INTERVAL + 40, "four ticks while busy")
+        verdicts = ticks_since(mark)
+        busy = json.loads(spark(HEAD, f"curl -s -m 5 {API}/health").stdout)
+        assert busy["inflight"] >= 8, busy  # still every slot busy: the ticks above judged a busy engine
+        assert set(verdicts) == {"healthy"}, verdicts
+        assert len(heals()) == before_heals and ranks() == before
+    finally:
+        # ([c]url: the pattern must not match the shell that runs pkill.)
+        spark(HEAD, "pkill -f '[c]url -sN -m 400' || true")
+    wait_for(lambda: json.loads(spark(HEAD, f"curl -s -m 5 {API}/health").stdout).get("inflight", 1) == 0, 30,
+             "the slots of the ended requests freed")
 
 
 def test_stop_yml_stays_stopped_for_five_ticks_and_start_yml_brings_it_back(watched):
