@@ -181,13 +181,17 @@ def test_headless_on_rank0_never_serves(cluster):
 
 
 def test_a_node_of_another_world_size_is_refused(cluster):
-    r0 = cluster.rank(0, **FAST)
+    # Rank 0 waits with the default rendezvous timeout: with a 1 s one it could give up before
+    # the other process has even started on a loaded machine, and the refusal never happens.
+    r0 = cluster.rank(0)
     r0.wait_for(r"world_size=2 rank=0")
     other = cluster.rank(1, extra_args=["--nnodes", "3", "-tp", "3"], **FAST)
     assert other.wait_exit(15) == 1
     assert "RuntimeError: rank 0 at 127.0.0.1:%d refused this node: world size mismatch" % cluster.master_port in (
         other.text())
-    assert r0.wait_exit(15) == 1
+    # The stranger does not end rank 0's rendezvous: it still waits for its own rank 1.
+    assert r0.proc.poll() is None, r0.text()
+    assert "Application startup complete" not in r0.text()
 
 
 def listener(port):
