@@ -36,8 +36,10 @@ SETTINGS = {
     "watchdog_heals_per_hour": 60,
     "watchdog_alert_command": ["sh", "-c", f"echo \"$0\" >> {ALERTS}"],
 }
-# Three unhealthy ticks, a heal's start (seconds on the lab) and slack for a loaded machine.
-HEAL_DEADLINE = 3 * INTERVAL + 60
+# How long to wait for a heal: three unhealthy ticks, a heal's start (seconds on the lab) and
+# slack for a loaded machine, where a tick itself takes seconds. A bound on the wait, never a
+# measurement: how fast the watchdog heals is benchmarks/watchdog_mttr.py's table.
+HEAL_DEADLINE = 3 * INTERVAL + 120
 
 
 def spark(node, script, check=True):
@@ -127,12 +129,15 @@ def watched(lab):
 
 def test_a_killed_rank_1_is_healed_within_three_ticks_and_a_start_with_its_evidence(watched):
     mark = node_now()
-    heal, took, _before = heal_once(lambda: spark(WORKER, "docker kill glm53-tf-r1 >/dev/null"))
-    assert took < 3 * INTERVAL + 30, took
+    heal, _took, _before = heal_once(lambda: spark(WORKER, "docker kill glm53-tf-r1 >/dev/null"))
     lines = log_lines()
-    assert sum("unhealthy tick 3 of 3" in line for line in lines) >= 1
-    assert any(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ALERT: healing after 3 unhealthy ticks: rank", line)
-               for line in lines), lines[-20:]
+    alerts = [i for i, line in enumerate(lines)
+              if re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ALERT: healing after 3 unhealthy ticks: rank", line)]
+    assert alerts, lines[-20:]
+    # Within three ticks: the heal came on the third unhealthy tick in a row, counted 1, 2, 3.
+    counted = [re.search(r"watch: unhealthy tick (\d+) of 3", line) for line in lines[:alerts[-1]]]
+    assert [m.group(1) for m in counted if m][-3:] == ["1", "2", "3"], lines[-20:]
+    assert "start (watchdog heal): path tensorfold" in "\n".join(lines[alerts[-1]:])
     assert "glm53-tf-r1 on spark-worker" in heal["reason"] and "exited" in heal["reason"]
     files = evidence_files(heal)
     assert {"rank0-spark-head.log", "rank1-spark-worker.log", "health.json", "metrics.txt", "nccl.json",
