@@ -31,7 +31,11 @@ IMAGES_JSON = STATE / "images.json"
 def tree_hash(*paths: Path, extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for root in paths:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        # Python's bytecode caches are not the recipe: a test or tool that imports a simulator
+        # from the tree writes __pycache__ there, which must not make the image another one.
+        files = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
         for f in files:
             h.update(str(f.relative_to(LAB)).encode() + b"\0")
             h.update(b"x" if os.access(f, os.X_OK) else b"-")
