@@ -7,7 +7,7 @@ the probes between nodes, and judge everything. Not a public API.
 The role gathers each node in one round trip (``spark_node_facts``), asks
 :func:`probe_plan` what each node probes, runs those probes in one more round trip
 per node (``link_probe``), then calls :func:`evaluate`. Config keys: head, workers,
-path, master_port, mtu, ssh_user, ssh_timeout, port_probe_timeout, gpu_name,
+path, master_port, mtu, ssh_user, ssh_timeout, port_probe_timeout, ping_count, ping_timeout, gpu_name,
 gpu_process_allow, mem_free_gib, mem_available_gib and
 ``nodes`` ({node: {netdev, second_netdev, address}}: each node's configured link).
 """
@@ -42,6 +42,12 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import 
 )
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_reach import SSH_MARKER, check_master_port, check_ssh
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result import enforce_skips, summarize
+
+# The role's pings run every PING_INTERVAL seconds (link_probe's default). A module run's start -
+# the connection, the payload, Python - is seconds on a loaded machine: the probes' listener
+# allows it for every run.
+PING_INTERVAL = 0.2
+PROBE_START_SECONDS = 20
 
 
 def _by_item(results):
@@ -124,10 +130,6 @@ def probe_plan(config, facts_results):
     master = chosen.get(head) if ready(head) else None
     timeout = int(config.get("port_probe_timeout") or 5)
     plan = {"listen": None, "nodes": {}}
-    if master and workers:
-        # Listen long enough for every worker to be reached one after the other.
-        plan["listen"] = {"address": master, "port": int(config["master_port"]), "expect": len(workers),
-                          "timeout": timeout * (len(workers) + 1) + 10}
     user = config.get("ssh_user") or ""
     for node in nodes_of(config):
         entry = {"pings": ping_plan(config, obs_by_node, node), "connect": None, "ssh": []}
@@ -140,7 +142,24 @@ def probe_plan(config, facts_results):
                                      "command": "echo %s; docker ps -q" % SSH_MARKER,
                                      "timeout": int(config.get("ssh_timeout") or 20)})
         plan["nodes"][node] = entry
+    if master and workers:
+        # The listener is started first and ends once every worker came; until then it must
+        # outlast the probes, which run one node after the other: each node's longest deadline
+        # plus the start of its module run (seconds on a loaded machine). Sized on the connects
+        # alone, it expired while the head's ssh probe was still running.
+        window = sum(_probe_run_seconds(config, entry) for entry in plan["nodes"].values())
+        plan["listen"] = {"address": master, "port": int(config["master_port"]), "expect": len(workers),
+                          "timeout": window + PROBE_START_SECONDS}
     return plan
+
+
+def _probe_run_seconds(config, entry):
+    """The longest one node's probe run can take: its probes run side by side, each to its deadline
+    (link_probe kills a ping at count * interval + timeout + 2 s)."""
+    ping = int(config.get("ping_count") or 2) * PING_INTERVAL + int(config.get("ping_timeout") or 2) + 2
+    deadlines = [ping if entry["pings"] else 0, entry["connect"]["timeout"] if entry["connect"] else 0]
+    deadlines += [ssh["timeout"] for ssh in entry["ssh"]]
+    return max(deadlines) + PROBE_START_SECONDS
 
 
 def evaluate(config, facts_results, probe_results=None, listen=None):

@@ -464,3 +464,19 @@ def test_mtu_not_a_number_or_below_fails(value):
     (message,) = range_errors({"cx7_link_mtu": value}, MTU_RANGE)
     assert message.startswith("cx7_link_mtu must be a number from 576 to 9216 or 0, found ")
     assert message.endswith(repr(value))
+
+
+@pytest.mark.parametrize("over", [{}, {"ssh_timeout": 60}, {"ping_count": 10, "ping_timeout": 30}])
+def test_the_listener_outlasts_every_probe_run_up_to_the_last_workers_connect(over):
+    # The probes run one node after the other; the head's listener has to be there when the last
+    # worker connects, after the head's run (its ssh probes, its pings) and every worker's before.
+    # On a loaded lab it expired first (sized on the connects alone: 20 s for a pair).
+    cfg, results, _probes, _listen = fx.healthy(cfg=fx.config(workers=WORKERS, **over))
+    plan = _cx7_preflight.probe_plan(cfg, results)
+    head = plan["nodes"][HEAD]
+    ping_seconds = cfg.get("ping_count", 2) * 0.2 + cfg.get("ping_timeout", 2) + 2
+    head_run = max([ping_seconds] + [ssh["timeout"] for ssh in head["ssh"]])
+    worker_runs = sum(max(ping_seconds, plan["nodes"][w]["connect"]["timeout"]) for w in WORKERS)
+    starts = _cx7_preflight.PROBE_START_SECONDS * (1 + len(WORKERS))
+    assert plan["listen"]["timeout"] >= head_run + worker_runs + starts
+    assert plan["listen"]["expect"] == len(WORKERS)  # and it ends as soon as every worker came
