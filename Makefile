@@ -186,15 +186,14 @@ lab: setup lab-up
 INTEGRATION_LABS ?= 2
 # About a third of the time each (benchmarks/test_times.py on .build/integration*.xml). A
 # module starts from the lab's baseline (no container, no contract) but keeps the images,
-# weights and virtualenvs an earlier module on the same lab made, so the modules that deploy
-# a path share a lab and the path's cold deploy (image builds) is made once per lab: lab 1
-# runs path tensorfold (test_tensorfold, then test_watchdog on the images it built), lab 2
-# path vllm (the four-node deploy, then test_vllm and test_watchdog_vllm on the head's and
-# worker's images) and the weights, lab 3 the modules that start no engine.
-LAB2_TESTS := $(addprefix tests/integration/,test_four_nodes.py test_vllm.py test_watchdog_vllm.py \
-  test_hf_weights.py)
-LAB3_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_lab.py \
-  test_docker_runtime.py test_hf_mirror.py test_offline_venv.py test_lab_kit.py)
+# weights and virtualenvs an earlier module on the same lab made, so modules that deploy the
+# same path share a lab: lab 1 runs path tensorfold (test_tensorfold), the weights' mirror and
+# the small modules; lab 2 the preflight, the weights and the four-node lab (which deploys
+# path vllm on four nodes); lab 3 the watchdog, whose ticks are mostly waiting, and path vllm,
+# whose image test_vllm builds once for test_watchdog_vllm too.
+LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
+  test_hf_weights.py test_lab.py)
+LAB3_TESTS := $(addprefix tests/integration/,test_watchdog.py test_vllm.py test_watchdog_vllm.py)
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then exec python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; fi; \
