@@ -24,6 +24,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._ssh import run_ss
 CONNECT_RETRY = 0.1
 # Seconds a ping may run past its own schedule (count * interval + -W) before it counts as wedged.
 PING_SLACK = 2.0
+PING_INTERVAL = 0.2  # link_probe's default: the least iputils allows an unprivileged user
 MAX_PING_THREADS = 16
 
 PING_COUNT_RANGE = (1, 20)
@@ -33,6 +34,11 @@ PING_SIZE_RANGE = (0, 65507)  # the largest ICMP payload an IPv4 datagram can ca
 PORT_RANGE = (1, 65535)
 TIMEOUT_RANGE = (0.1, 3600.0)
 EXPECT_RANGE = (1, 128)
+
+
+def ping_deadline(count, interval, timeout):
+    """Seconds a ping may run before it counts as wedged and is killed: its schedule plus PING_SLACK."""
+    return count * interval + timeout + PING_SLACK
 
 
 def ping_argv(netdev, target, size, count, interval, timeout):
@@ -55,7 +61,7 @@ def run_pings(pings, count, interval, timeout):
     long as the slowest ping. Returns one ``{netdev, target, peer, size, rc, ok, command,
     error, timed_out}`` per entry, in order; ``error`` is None when ``ok``.
     """
-    deadline = count * interval + timeout + PING_SLACK
+    deadline = ping_deadline(count, interval, timeout)
 
     def one(entry):
         argv = ping_argv(netdev=entry["netdev"], target=entry["target"], size=entry["size"], count=count,
@@ -196,7 +202,7 @@ def validate(params):
     return errors
 
 
-def probe(pings=None, ping_count=2, ping_interval=0.2, ping_timeout=2, listen_spec=None, connect_spec=None,
+def probe(pings=None, ping_count=2, ping_interval=PING_INTERVAL, ping_timeout=2, listen_spec=None, connect_spec=None,
           ssh_spec=None):
     """Run every probe asked for at once; ``{pings, listen, connect, ssh, elapsed}`` with None for those not asked."""
     started = time.time()

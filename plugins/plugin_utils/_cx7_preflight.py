@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._link_probe import PING_INTERVAL, ping_deadline
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_links import (
     check_link_pairs,
     check_link_ports,
@@ -43,10 +44,8 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_reach import SSH_MARKER, check_master_port, check_ssh
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._preflight_result import enforce_skips, summarize
 
-# The role's pings run every PING_INTERVAL seconds (link_probe's default). A module run's start -
-# the connection, the payload, Python - is seconds on a loaded machine: the probes' listener
-# allows it for every run.
-PING_INTERVAL = 0.2
+# A module run's start - the connection, the payload, Python - is seconds on a loaded machine:
+# the probes' listener allows it for every run.
 PROBE_START_SECONDS = 20
 
 
@@ -155,8 +154,8 @@ def probe_plan(config, facts_results):
 
 def _probe_run_seconds(config, entry):
     """The longest one node's probe run can take: its probes run side by side, each to its deadline
-    (link_probe kills a ping at count * interval + timeout + 2 s)."""
-    ping = int(config.get("ping_count") or 2) * PING_INTERVAL + int(config.get("ping_timeout") or 2) + 2
+    (the role's pings at link_probe's default interval)."""
+    ping = ping_deadline(int(config.get("ping_count") or 2), PING_INTERVAL, int(config.get("ping_timeout") or 2))
     deadlines = [ping if entry["pings"] else 0, entry["connect"]["timeout"] if entry["connect"] else 0]
     deadlines += [ssh["timeout"] for ssh in entry["ssh"]]
     return max(deadlines) + PROBE_START_SECONDS
