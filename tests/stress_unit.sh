@@ -7,6 +7,8 @@
 #
 # RUNS defaults to 20. PYTEST ARGS replace the default target (tests/unit), so a subset is
 # e.g. `tests/stress_unit.sh 20 tests/unit/plugins/module_utils/test__page_cache.py`.
+# The tests run at nice STRESS_NICE (default 0: they share the cores fairly with the burner);
+# STRESS_NICE=10 leaves them about a tenth of a core each, a machine far busier than make test's.
 # Stops at the first failing run (its output is kept in tests/output/stress_unit/), prints
 # run, result and seconds for each run, and always stops the burner and the memory holder.
 # The burner is stress-ng (Debian package stress-ng) when installed, else shell loops.
@@ -18,6 +20,8 @@ shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(tests/unit)
 case $runs in ''|*[!0-9]*) echo "usage: $0 [RUNS] [PYTEST ARGS...]" >&2; exit 2 ;; esac
+nice_level=${STRESS_NICE:-0}
+case $nice_level in ''|*[!0-9]*) echo "STRESS_NICE must be 0 to 19, got: $nice_level" >&2; exit 2 ;; esac
 
 python=${PYTHON:-}
 [ -n "$python" ] || { [ -x .venv/bin/python ] && python=.venv/bin/python || python=python3; }
@@ -70,7 +74,7 @@ done
 rm -f "$ready"
 rss_kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$holder/status")
 echo "load: $burner on $cores core(s); pid $holder holds $((rss_kib / 1024)) MiB resident"
-echo "target: ${targets[*]} ($runs runs, $python)"
+echo "target: ${targets[*]} ($runs runs, $python, nice $nice_level)"
 
 results=()
 status=0
@@ -79,7 +83,7 @@ for run in $(seq "$runs"); do
     log="$logs/run-$run.log"
     started=$(date +%s.%N)
     # In the background and waited for, so an interrupt stops the load at once, not after the run.
-    "$python" -m pytest "${targets[@]}" -q -p no:cacheprovider >"$log" 2>&1 &
+    nice -n "$nice_level" "$python" -m pytest "${targets[@]}" -q -p no:cacheprovider >"$log" 2>&1 &
     running=$!
     wait "$running"
     rc=$?

@@ -3,8 +3,9 @@ each other are grouped onto one worker (--dist loadgroup):
 
 - page_cache: they measure or perturb the page cache (fincore and mincore readings, a
   memory balloon, residency of simulated weights); beside each other a balloon would
-  evict the pages another test is counting. Marked `page_cache` too: `make test` runs
-  them alone, before the lab tests, and the rest beside the lab tests.
+  evict the pages another test is counting. Marked `page_cache` too (`make unit
+  UNIT_SELECT=page_cache` runs them alone); `make test` runs every unit test before the
+  lab tests, never beside them (the lab's engines and evictions move the same page cache).
 - wheelhouse: they build the same wheelhouse under tests/output/wheelhouse (a session
   fixture per worker); two workers would write it at once.
 """

@@ -27,6 +27,9 @@ MODULE = "dgx_spark.glm53.link_probe"
 NOWHERE = "198.18.255.254"
 ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
            ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1")
+# Seconds a listener waits for its connects and a connect retries for its listener. Only a
+# failure waits it out; a starved machine needs far more than an idle one's 1 s.
+WINDOW = 90
 
 
 @pytest.fixture(name="port")
@@ -100,8 +103,8 @@ def test_one_call_runs_every_probe_and_returns_the_documented_keys(check, port):
         "pings": [{"netdev": "lo", "target": "127.0.0.1", "size": 1472, "peer": "self"},
                   {"netdev": "lo", "target": NOWHERE, "size": 1472}],
         "ping_timeout": 1,
-        "listen": {"address": "127.0.0.1", "port": port, "timeout": 5},
-        "connect": {"address": "127.0.0.1", "port": port, "timeout": 5},
+        "listen": {"address": "127.0.0.1", "port": port, "timeout": WINDOW},
+        "connect": {"address": "127.0.0.1", "port": port, "timeout": WINDOW},
         "ssh": [{"target": "nobody@%s" % NOWHERE, "options": ["-o", "ProxyCommand=sleep 30"], "command": "docker ps -q",
                  "timeout": 1, "worker": "w1"}],
     }
@@ -124,12 +127,16 @@ def test_parts_not_asked_for_are_none():
 
 
 def test_listener_started_async_is_reached_by_a_later_connect_and_collected(port):
-    rc, job, _output = ansible({"listen": {"address": "127.0.0.1", "port": port, "timeout": 15, "expect": 1}},
-                               "-B", "20", "-P", "0")
+    # Windows far past what an idle machine needs (the listener exits at its first connect, the
+    # connect at its first success): on a starved machine (CI, when make test ran the unit tests
+    # beside the lab's) the backgrounded module took over 10 s to bind, and a 10 s connect gave up.
+    rc, job, _output = ansible({"listen": {"address": "127.0.0.1", "port": port, "timeout": WINDOW, "expect": 1}},
+                               "-B", str(WINDOW + 30), "-P", "0")
     assert rc == 0 and job["started"], job
-    rc, connected, _output = ansible({"connect": {"address": "127.0.0.1", "port": port, "timeout": 10}})
+    rc, connected, _output = ansible({"connect": {"address": "127.0.0.1", "port": port, "timeout": WINDOW}})
     assert rc == 0 and connected["connect"]["connected"] is True, connected
-    deadline = time.monotonic() + 20  # the job's async limit (-B 20): it cannot run longer than that
+    # The job's async limit (-B): it cannot run longer than that.
+    deadline = time.monotonic() + WINDOW + 30
     while True:
         rc, status, _output = ansible(["-m", "ansible.builtin.async_status", "-a", "jid=%s" % job["ansible_job_id"]])
         if status.get("finished") or time.monotonic() > deadline:
@@ -148,8 +155,8 @@ PLAYBOOK = """
   tasks:
     - name: Listen for both workers
       dgx_spark.glm53.link_probe:
-        listen: {address: 127.0.0.1, port: %(port)d, timeout: 30, expect: 2}
-      async: 40
+        listen: {address: 127.0.0.1, port: %(port)d, timeout: %(window)d, expect: 2}
+      async: %(window_async)d
       poll: 0
       register: listener
 
@@ -160,7 +167,7 @@ PLAYBOOK = """
   tasks:
     - name: Connect to the head
       dgx_spark.glm53.link_probe:
-        connect: {address: 127.0.0.1, port: %(port)d, timeout: 10}
+        connect: {address: 127.0.0.1, port: %(port)d, timeout: %(window)d}
 
 - name: Collect the listener
   hosts: head
@@ -171,7 +178,7 @@ PLAYBOOK = """
         jid: "{{ listener.ansible_job_id }}"
       register: collected
       until: collected.finished
-      retries: 40
+      retries: %(retries)d
       delay: 0.5
 """
 
@@ -180,10 +187,11 @@ def test_port_probe_passes_with_forks_1_and_serial(tmp_path, port):
     (tmp_path / "inventory").write_text(
         "[head]\nhead\n[workers]\nworker1\nworker2\n[all:vars]\nansible_connection=local\n"
         "ansible_python_interpreter=%s\n" % TARGET_PYTHON)
-    (tmp_path / "play.yml").write_text(PLAYBOOK % {"port": port})
+    (tmp_path / "play.yml").write_text(PLAYBOOK % {"port": port, "window": WINDOW, "window_async": WINDOW + 30,
+                                                   "retries": 2 * (WINDOW + 30)})
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "inventory"), "-f", "1",
                            str(tmp_path / "play.yml")], cwd=REPO, env=ENV, capture_output=True, text=True,
-                          timeout=180, check=False)
+                          timeout=3 * WINDOW, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     plays = json.loads(proc.stdout)["plays"]
     # The json callback lists each serial batch as a play of its own.
