@@ -71,14 +71,14 @@ sanity: setup
 	install -D -m 0644 tests/sanity/get_pip.py $(GET_PIP_CACHE)
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
-# Four workers (pytest-xdist) on two cores: most unit tests wait on a child process (a module
-# run, pip, rsync) or a stand-in's deadline. With two, 29% of the cores stayed idle (294 s wall,
-# 417 s CPU); with four, 253 s wall, about what the CPU they need allows. Tests that measure the
-# page cache, and those that build a shared wheelhouse, are kept together on one worker each
-# (tests/unit/conftest.py), never side by side.
+# Two workers (pytest-xdist): most unit tests wait on a child process (a module run, pip,
+# rsync). Tests that measure the page cache, and those that build a shared wheelhouse, are
+# kept together on one worker each (tests/unit/conftest.py), never side by side. Four workers
+# were no faster on a fresh clone (288 s against 285 s): the wheelhouse group, pip and venv
+# work in one worker, got half a core and became the longest path.
 # UNIT_SELECT: a marker expression (e.g. `page_cache`, or `not page_cache`); UNIT_WORKERS=0
 # runs in one process.
-UNIT_WORKERS ?= 4
+UNIT_WORKERS ?= 2
 UNIT_SELECT ?=
 unit: setup
 	python -m pytest tests/unit -n $(UNIT_WORKERS) --dist loadgroup $(if $(UNIT_SELECT),-m "$(UNIT_SELECT)")
