@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
+import json
+import math
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -42,6 +44,21 @@ class ActionModule(ActionBase):
     def _status(self, jid, task_vars, mode="status"):
         return self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
                                     module_args={"jid": jid, "mode": mode, "_async_dir": self._async_dir()})
+
+    def _wait_while_running(self, jid, poll, seconds):
+        """Wait on the node, up to ``seconds``, while the job's results file still says it runs:
+        one round trip of a shell loop (cat, sleep) instead of an async_status module run (a
+        Python start on the node) every ``poll`` seconds. The loop waits only while the file
+        holds exactly what ansible-core's async_wrapper writes when the job starts, so any
+        other content (the result, or another version's format) ends it at once and
+        async_status decides, as before."""
+        running = json.dumps({"started": True, "finished": False, "ansible_job_id": jid})
+        shell = self._connection._shell
+        path = shell.join_path(self._async_dir(), jid)
+        steps = max(1, int(math.ceil(seconds / poll)))
+        cmd = ('f=%s; r=%s; i=0; while [ "$i" -lt %d ] && [ "$(cat "$f" 2>/dev/null)" = "$r" ]; do '
+               'sleep %s; i=$((i+1)); done' % (shell.quote(path), shell.quote(running), steps, poll))
+        self._low_level_execute_command(cmd)
 
     def _progress(self, path, task_vars):
         if not path:
@@ -93,7 +110,13 @@ class ActionModule(ActionBase):
                 if last:
                     progress["message"] = last
                 display.display(progress_line(host, args["label"], progress, now - start))
-            time.sleep(args["poll"])
+            # Until the next progress line is due (or the timeout), never less than one poll.
+            budget = min(args["interval"] - (now - last_print), args["timeout"] - (now - start))
+            began = time.monotonic()
+            self._wait_while_running(args["jid"], args["poll"], max(budget, args["poll"]))
+            spent = time.monotonic() - began
+            if spent < args["poll"]:
+                time.sleep(args["poll"] - spent)
         self._status(args["jid"], task_vars, mode="cleanup")
         for key in ("ansible_job_id", "started", "finished", "results_file", "erased"):
             status.pop(key, None)

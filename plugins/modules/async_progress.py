@@ -19,7 +19,9 @@ description:
     job rewrites with C(bytes_done), C(bytes_total), C(rate_bps), C(eta_s), C(files_done), C(files_total), C(phase)
     and C(message)), or the last line of O(log_file), and prints one line in the play output, for example
     C([spark-head] weights - 1.2 GB of 3.4 GB (35%), 48.1 MB/s, ETA 46 s, 2 of 9 files (1 min 10 s)).
-  - An action plugin; the waiting and printing happen on the controller, and each poll is one small round trip.
+  - An action plugin; the printing happens on the controller. Between two progress lines the waiting is one round
+    trip, a shell loop on the node that checks the job's results file every O(poll) seconds (no Python started
+    there), and M(ansible.builtin.async_status) runs only once that file has changed.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
 author:
@@ -46,7 +48,7 @@ options:
     type: int
     default: 10
   poll:
-    description: Seconds between status polls (how soon the end of the job is noticed).
+    description: Seconds between two looks at the job's results file on the node (how soon its end is noticed).
     type: float
     default: 1.0
   timeout:
