@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
@@ -319,3 +320,50 @@ def test_the_generator_nests_dockers_containers_under_the_node(tmp_path):
 @pytest.mark.parametrize("proc1", ["4:memory:/\n", "0::/init.scope\n", "4:memory:/docker/x y\n"])
 def test_the_generator_leaves_docker_alone_without_a_node_cgroup(tmp_path, proc1):
     assert run_generator(tmp_path, proc1) is None
+
+
+MEMORY_V1 = Path("/sys/fs/cgroup/memory")
+
+
+@pytest.fixture
+def scratch_cgroup():
+    """A memory cgroup of its own under the controller's (cgroup v1, as the lab's nodes have)."""
+    if not (MEMORY_V1 / "cgroup.event_control").exists():
+        pytest.fail("needs cgroup v1's memory controller with cgroup.event_control, as the lab does")
+    path = Path(tempfile.mkdtemp(prefix="glm53-gpud-", dir=MEMORY_V1))
+    yield path
+    subprocess.run(["sh", "-c", f"cat {path}/cgroup.procs | while read p; do echo $p > {MEMORY_V1}/cgroup.procs; done"],
+                   check=False)
+    path.rmdir()
+
+
+def test_the_usage_thresholds_wake_it_when_the_nodes_memory_moves_and_not_before(scratch_cgroup, tmp_path):
+    wake = gpud.Thresholds(str(scratch_cgroup))
+    usage = int((scratch_cgroup / "memory.usage_in_bytes").read_text())
+    assert wake.arm(usage) and wake.armed and wake.fds
+    # Idle: no event, the wait lasts its timeout.
+    started = time.monotonic()
+    wake.wait(0.5)
+    assert time.monotonic() - started >= 0.45
+    # 3 x STEP of page cache charged to the cgroup (a file written by a process in it) wakes it
+    # long before the timeout; a timeout of 30 s only bounds a failing run.
+    wake.arm(int((scratch_cgroup / "memory.usage_in_bytes").read_text()))
+    blob = tmp_path / "blob"
+    writer = subprocess.Popen(["sh", "-c", f"echo $$ > {scratch_cgroup}/cgroup.procs && "
+                               f"head -c {3 * gpud.STEP} /dev/zero > {blob}"])
+    started = time.monotonic()
+    wake.wait(30)
+    woke = time.monotonic() - started
+    writer.wait()
+    assert woke < 15, woke
+    assert int((scratch_cgroup / "memory.usage_in_bytes").read_text()) - usage >= gpud.STEP
+    # A reading older than the usage now by STEP / 2 or more: rewrite at once.
+    assert not wake.arm(usage)
+
+
+def test_without_event_control_it_falls_back_to_polling(tmp_path):
+    wake = gpud.Thresholds(str(tmp_path))  # no memory.usage_in_bytes there
+    assert not wake.armed and wake.arm(123) is True
+    started = time.monotonic()
+    wake.wait(30)  # the polling period, not the timeout
+    assert time.monotonic() - started < 5
