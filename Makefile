@@ -107,19 +107,37 @@ build: setup
 # session has passed, beside the end of labs 2 and 3's (INTEGRATION_LAB1_THEN): after it the
 # two cores were half idle for minutes.
 TEST_STAGES := setup lab-start lint sanity lab-up unit build integration+molecule
+# What each stage costs, kept in .build/test-cost: a sampler (benchmarks/test_cost.py sample)
+# records the machine's busy CPU and each lab's node CPU every second, the stages' start and end
+# go to stages.tsv, and a pytest plugin (benchmarks/pytest_cost) writes each lab test's
+# controller and node CPU. The table at the end gives each stage's wall and CPU seconds and each
+# lab test module's; make test fails when a stage's CPU is over its budget in
+# tests/cost_budget.yml by more than its margin, or a module over its share of the lab stage
+# does not say why. Under benchmarks/test_cost.py run, its own folder and plugin are kept.
+COST_DIR := $(abspath .build/test-cost)
+COST_PLUGIN := $(abspath benchmarks/pytest_cost)
 test:
-	@t0=$$(date +%s); rows=""; mkdir -p .build; lab=""; \
-	trap 'if [ -n "$$lab" ]; then wait $$lab 2>/dev/null; fi' EXIT; \
-	for stage in $(TEST_STAGES); do s=$$(date +%s); stage_failed=""; \
+	@t0=$$(date +%s); rows=""; mkdir -p .build; lab=""; rm -rf $(COST_DIR); mkdir -p $(COST_DIR); \
+	$(PYTHON) benchmarks/test_cost.py sample $(COST_DIR)/timeline.jsonl & sampler=$$!; \
+	trap 'kill $$sampler 2>/dev/null; if [ -n "$$lab" ]; then wait $$lab 2>/dev/null; fi' EXIT; \
+	cost_dir=$${GLM53_TEST_COST_DIR:-$(COST_DIR)}; \
+	case " $${PYTEST_ADDOPTS:-} " in *" -p glm53_test_cost "*) cost_opts="$${PYTEST_ADDOPTS}" ;; \
+	  *) cost_opts="$${PYTEST_ADDOPTS:-} -p glm53_test_cost" ;; esac; \
+	for stage in $(TEST_STAGES); do s=$$(date +%s.%N); stage_failed=""; \
 	  case $$stage in \
 	  lab-start) { $(MAKE) --no-print-directory lab-up && $(LAB_TOOL) --lab 2 up && $(LAB_TOOL) --lab 3 up; } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
 	  lab-up) wait $$lab || stage_failed=1; lab=""; cat .build/lab-up.log ;; \
-	  integration+molecule) $(MAKE) --no-print-directory integration INTEGRATION_LAB1_THEN=molecule || stage_failed=1 ;; \
+	  integration+molecule) GLM53_TEST_COST_DIR=$$cost_dir PYTHONPATH=$(COST_PLUGIN)$${PYTHONPATH:+:$$PYTHONPATH} \
+	    PYTEST_ADDOPTS="$$cost_opts" $(MAKE) --no-print-directory integration INTEGRATION_LAB1_THEN=molecule || stage_failed=1 ;; \
 	  *) $(MAKE) --no-print-directory $$stage || stage_failed=1 ;; \
 	  esac; \
-	  if [ -n "$$stage_failed" ]; then echo "make test: $$stage failed after $$(( $$(date +%s) - s )) s"; exit 1; fi; \
-	  rows="$$rows$$(printf '%-20s %5d s' $$stage $$(( $$(date +%s) - s )))\n"; done; \
-	printf '\nmake test: every stage passed\n%b%-20s %5d s\n' "$$rows" total $$(( $$(date +%s) - t0 ))
+	  echo "$$stage $$s $$(date +%s.%N)" >> $(COST_DIR)/stages.tsv; \
+	  if [ -n "$$stage_failed" ]; then echo "make test: $$stage failed after $$(( $$(date +%s) - $${s%.*} )) s"; exit 1; fi; \
+	  rows="$$rows$$(printf '%-20s %5d s' $$stage $$(( $$(date +%s) - $${s%.*} )))\n"; done; \
+	sleep 1.5; kill $$sampler 2>/dev/null; \
+	printf '\nmake test: every stage passed\n%b%-20s %5d s\n\n' "$$rows" total $$(( $$(date +%s) - t0 )); \
+	$(BIN)/python benchmarks/test_cost.py stages $(COST_DIR)/timeline.jsonl $(COST_DIR)/stages.tsv \
+	  --modules $$cost_dir --budget tests/cost_budget.yml
 
 # The hash locks of the nodes' offline virtualenvs (role node_venv installs them), one per role
 # in NODE_REQUIREMENTS: pip download from PyPI of the role's pins (_<role>_requirements and

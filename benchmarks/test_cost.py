@@ -206,18 +206,24 @@ def compare(args):
 
 
 def stages_cmd(args):
-    """make test's table: each stage's wall and CPU; with --budget, exit 1 when a stage's CPU
-    is over its budget by more than the budget file's margin."""
+    """make test's table: each stage's wall and CPU, and with --modules each lab test module's;
+    with --budget, exit 1 when a stage's CPU is over its budget by more than the budget's margin,
+    or a module over its share says nothing of why in its docstring."""
     rows = stage_rows(_cost.read_timeline(args.timeline), _stages_from_marks(args.marks))
     print_stages(rows)
+    modules = [row for row in (module_rows(args.modules) if args.modules else [])
+               if row["module"].startswith("tests/integration/")]
+    if modules:
+        print()
+        print_modules(modules)
     if not args.budget:
         return 0
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    import cost_budget  # pylint: disable=import-outside-toplevel
-    over = cost_budget.over_budget(rows, cost_budget.load(args.budget))
-    for message in over:
+    import _budget  # pylint: disable=import-outside-toplevel
+    budget = _budget.load(args.budget)
+    problems = _budget.over_budget(rows, budget) + _budget.unexplained_modules(modules, budget, REPO)
+    for message in problems:
         print("make test: " + message)
-    return 1 if over else 0
+    return 1 if problems else 0
 
 
 def main(argv=None):
@@ -235,6 +241,7 @@ def main(argv=None):
     three.add_argument("timeline")
     three.add_argument("marks")
     three.add_argument("--budget")
+    three.add_argument("--modules", help="the folder of the pytest plugin's per-test lines")
     four = sub.add_parser("sample", help="the sampler alone (make test runs it in the background)")
     four.add_argument("out")
     args = parser.parse_args(argv)
