@@ -8,11 +8,12 @@ import ipaddress
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 import lab_faults as faults
 from lab_faults import HEAD, spark_lab
-from test_cx7_link import checks, preflight
+from test_cx7_link import checks
 
 HEALTH = "tests/integration/playbooks/lab_health.yml"
 REPO = Path(__file__).resolve().parents[2]
@@ -86,8 +87,22 @@ def test_four_node_faults_on_the_new_workers(lab4):
     faults.sh("spark-head", ssh.format("198.18.1.12"), user="spark")
 
 
-def test_four_node_lab_passes_with_settings_on_every_node(lab4, run_playbook, tmp_path):
-    _result, report = preflight(run_playbook, tmp_path, inventory=lab4)
+@pytest.fixture(scope="module")
+def served4(lab4, tmp_path_factory):
+    """One deployment of path vllm on the four nodes for the module: the nvidia runtime (as
+    admin), then site.yml, whose preflight writes its report where the preflight test reads it.
+    The preflight is not run a second time on its own: site.yml's is the same role."""
+    from conftest import PlaybookRunner  # pylint: disable=import-outside-toplevel
+    runner = PlaybookRunner(Path(lab4.inventory), "four-nodes-vllm")
+    runner("playbooks/docker_runtime.yml", inventory=lab4, cmdline="-b",
+           extravars={"ansible_user": "admin", "docker_runtime_user": "spark"})
+    report_path = tmp_path_factory.mktemp("four-nodes") / "cx7_link-report.json"
+    run = runner("playbooks/site.yml", inventory=lab4, extravars={"path": "vllm", "cx7_link_report_path": str(report_path)})
+    return run, json.loads(report_path.read_text())
+
+
+def test_four_node_lab_passes_with_settings_on_every_node(lab4, served4):
+    _run, report = served4
     assert report["status"] == "ok", [c["message"] for c in report["checks"] if c["status"] != "ok"]
     nodes = list(lab4.nodes)
     assert report["head"] == HEAD and sorted(report["workers"]) == sorted(n for n in nodes if n != HEAD)
@@ -103,11 +118,8 @@ def _rank(node):
     return json.loads(out.stdout)[0] if out.returncode == 0 else None
 
 
-def test_four_node_vllm_serves_tp4_with_ranks_0_to_3_and_a_rerun_changes_nothing(lab4, run_playbook):
+def test_four_node_vllm_serves_tp4_with_ranks_0_to_3_and_a_rerun_changes_nothing(lab4, served4, run_playbook):
     nodes = list(lab4.nodes)
-    run_playbook("playbooks/docker_runtime.yml", inventory=lab4, cmdline="-b",
-                 extravars={"ansible_user": "admin", "docker_runtime_user": "spark"})
-    run_playbook("playbooks/site.yml", inventory=lab4, extravars={"path": "vllm"})
     found = {node: _rank(node) for node in nodes}
     for number, node in enumerate(nodes):
         facts = found[node]
