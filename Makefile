@@ -119,7 +119,7 @@ COST_PLUGIN := $(abspath benchmarks/pytest_cost)
 test:
 	@t0=$$(date +%s); rows=""; mkdir -p .build; lab=""; rm -rf $(COST_DIR); mkdir -p $(COST_DIR); \
 	$(PYTHON) benchmarks/test_cost.py sample $(COST_DIR)/timeline.jsonl & sampler=$$!; \
-	trap 'kill $$sampler 2>/dev/null; if [ -n "$$lab" ]; then wait $$lab 2>/dev/null; fi' EXIT; \
+	trap 'kill $$sampler 2>/dev/null || true; if [ -n "$$lab" ]; then wait $$lab 2>/dev/null; fi' EXIT; \
 	cost_dir=$${GLM53_TEST_COST_DIR:-$(COST_DIR)}; \
 	case " $${PYTEST_ADDOPTS:-} " in *" -p glm53_test_cost "*) cost_opts="$${PYTEST_ADDOPTS}" ;; \
 	  *) cost_opts="$${PYTEST_ADDOPTS:-} -p glm53_test_cost" ;; esac; \
@@ -134,7 +134,7 @@ test:
 	  echo "$$stage $$s $$(date +%s.%N)" >> $(COST_DIR)/stages.tsv; \
 	  if [ -n "$$stage_failed" ]; then echo "make test: $$stage failed after $$(( $$(date +%s) - $${s%.*} )) s"; exit 1; fi; \
 	  rows="$$rows$$(printf '%-20s %5d s' $$stage $$(( $$(date +%s) - $${s%.*} )))\n"; done; \
-	sleep 1.5; kill $$sampler 2>/dev/null; \
+	sleep 1.5; kill $$sampler 2>/dev/null || true; \
 	printf '\nmake test: every stage passed\n%b%-20s %5d s\n\n' "$$rows" total $$(( $$(date +%s) - t0 )); \
 	$(BIN)/python benchmarks/test_cost.py stages $(COST_DIR)/timeline.jsonl $(COST_DIR)/stages.tsv \
 	  --modules $$cost_dir --budget tests/cost_budget.yml
