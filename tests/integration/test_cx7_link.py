@@ -5,7 +5,9 @@ after the role runs.
 The faults come from lab_faults (root inside the node containers, never through the
 role under test). The play is tests/integration/cx7_link/preflight_then_marker.yml:
 the role, then a marker task in the same play and a marker play.
-"""
+
+Cost: one preflight run per fault (each fault is a different check failing for its real reason),
+about 20 s of CPU each."""
 
 from __future__ import annotations
 

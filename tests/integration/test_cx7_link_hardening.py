@@ -1,7 +1,8 @@
 """cx7_link on the lab, for the cases a review found a broken Spark pair passing, a
 play hanging, or the preflight depending on timing; and the cluster contract later
 plays read. Faults come from lab_faults (root in the node containers, never the role).
-"""
+
+Cost: one preflight run per case, as in test_cx7_link."""
 
 from __future__ import annotations
 

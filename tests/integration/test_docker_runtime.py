@@ -5,7 +5,9 @@ Each test sets the node state it starts from with lab_faults (root inside the no
 never through the role), so the order of tests and what ran on the lab before do not
 matter, and every fault is undone. What users see is read on the node with plain
 commands as `spark`: daemon.json with `cat`, `docker info`, `docker run`, `id -nG`.
-"""
+
+Cost: each case is a docker_runtime run against a node state a fault made; a fixed runtime costs
+a Docker restart on each node."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The four-node lab (one head, three workers on the same link subnets, as through a
 switch), in one module so the two extra workers are created once and removed when it ends
-(the `lab4` fixture): the lab's shape, names, engines and faults, and the preflight on it."""
+(the `lab4` fixture): the lab's shape, names, engines and faults, and the preflight on it.
+
+Cost: the four-node lab (two workers created and removed) and one deployment of path vllm on
+four nodes, whose preflight report the preflight test reads; its rerun is the idempotence claim."""
 
 from __future__ import annotations
 

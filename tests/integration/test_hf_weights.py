@@ -4,7 +4,9 @@ the nodes' link addresses, real page files on each node's disk.
 
 What is asserted is what an operator sees: the hub's request log (each file fetched
 once in mirror mode), the bytes on each node (hashed with sha256sum on the node, not
-with our code), play output lines, the glm53_weights fact, and failure messages."""
+with our code), play output lines, the glm53_weights fact, and failure messages.
+
+Cost: downloads and copies of the lab hub's repos between the nodes, with the hub's uplink limited."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The lab itself: the harness works end to end, the simulators follow live state,
-and every fault helper undoes what it did (twice is harmless)."""
+and every fault helper undoes what it did (twice is harmless).
+
+Cost: every fault helper is applied and undone on the running lab (the simulators' live state)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,13 @@ names), the simulated profile (the C8 env and Dockerfile.logprobs with its overl
 the simulated engine (slots from measured page-cache residency; rank 1 meets rank 0 over
 the link), with real git, real Docker engines on each node, real ssh and the real page
 cache. Asserted: what an operator sees - the play's outcome and messages, the containers
-and their start times, the API's answers, prod.env, and the images on both nodes."""
+and their start times, the API's answers, prod.env, and the images on both nodes.
+
+Cost: the most of any module. A cold deploy of the whole site.yml on two nodes (kit and profile
+checkouts, two image builds, a start that waits for 8 slots), then each behaviour that needs a
+restart (a changed setting and port, another profile commit, the image without patch 9001, a
+start with and without eviction, two failed starts) restarts both ranks once, on the module's
+one deployment."""
 
 from __future__ import annotations
 

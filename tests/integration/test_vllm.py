@@ -5,7 +5,10 @@ node, and starts one rank per node with community.docker.docker_container: the s
 (lab/sim/vllm) with vLLM's argument parser, its mp rendezvous over the link, its load-time memory check
 against the node's own MemFree, and rank 0's OpenAI API. Real git, Docker engines, ssh and page cache.
 Asserted: what an operator sees - the play's outcome and messages, the containers (ids, start times,
-commands, labels, environment), the images on each node, the API's answers and the kept logs."""
+commands, labels, environment), the images on each node, the API's answers and the kept logs.
+
+Cost: a cold deploy of path vllm (image build on the head, shipped to the worker), then one
+recreate or failed start per behaviour, and a switch to tensorfold and back."""
 
 from __future__ import annotations
 

@@ -3,7 +3,10 @@ then the role watchdog's real schedule (a systemd user timer, every 5 s here) ti
 program against faults the lab makes - a killed rank, a silent hang, a fatal engine, a paused
 (loading) rank 0, every slot busy, stop.yml, ten kills in a row. Asserted: what an operator sees -
 the ranks and their start times, the UTC log, heals.json, the evidence files, the alerts, the
-timer's own journal, and the role's changes."""
+timer's own journal, and the role's changes.
+
+Cost: one deployment, then the watchdog's real timer ticking every 5 s for the whole module, and
+a heal (a restart of both ranks) for each fault that must be healed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The watchdog and the operations playbooks on path vllm: ranks made from the plan the deploy
 recorded (docker run of each rank's container parameters), workers first, and a heal that reads
-each node's GID table again, since a link event moves the RoCE v2 GID index NCCL must use."""
+each node's GID table again, since a link event moves the RoCE v2 GID index NCCL must use.
+
+Cost: one deployment of path vllm and the watchdog's timer; each heal restarts the ranks."""
 
 from __future__ import annotations
 
