@@ -9,7 +9,8 @@ import os
 
 
 def load(path):
-    import yaml  # pylint: disable=import-outside-toplevel  (the venv's; make test runs it there)
+    # The venv's PyYAML: make test runs this with the venv's python.
+    import yaml  # pylint: disable=import-outside-toplevel
     with open(path, encoding="utf-8") as handle:
         budget = yaml.safe_load(handle)
     problems = []

@@ -74,8 +74,8 @@ def print_stages(rows, out=sys.stdout):
     out.write("%-22s %7s %8s %12s %8s\n" % ("stage", "wall s", "CPU s", "controller s", "nodes s"))
     for row in rows:
         out.write("%-22s %7d %8d %12d %8d\n" % (row["stage"], row["wall"], row["cpu"], row["controller"], row["nodes"]))
-    out.write("%-22s %7d %8d %12d %8d\n" % ("total", sum(r["wall"] for r in rows), sum(r["cpu"] for r in rows),
-                                          sum(r["controller"] for r in rows), sum(r["nodes"] for r in rows)))
+    totals = tuple(sum(r[key] for r in rows) for key in ("wall", "cpu", "controller", "nodes"))
+    out.write("%-22s %7d %8d %12d %8d\n" % (("total",) + totals))
 
 
 def module_rows(cost_dir):
@@ -96,11 +96,10 @@ def module_rows(cost_dir):
 def print_modules(rows, out=sys.stdout):
     out.write("%-58s %3s %5s %7s %12s %8s\n" % ("module", "lab", "tests", "wall s", "controller s", "nodes s"))
     for row in rows:
-        out.write("%-58s %3s %5d %7.0f %12.0f %8.0f\n" % (row["module"][-58:], row["lab"], row["tests"], row["wall"],
-                                                         row["controller"], row["nodes"]))
-    out.write("%-58s %3s %5d %7.0f %12.0f %8.0f\n" % ("total", "", sum(r["tests"] for r in rows),
-                                                     sum(r["wall"] for r in rows),
-                                                     sum(r["controller"] for r in rows), sum(r["nodes"] for r in rows)))
+        out.write("%-58s %3s %5d %7.0f %12.0f %8.0f\n" % (
+            row["module"][-58:], row["lab"], row["tests"], row["wall"], row["controller"], row["nodes"]))
+    totals = tuple(sum(r[key] for r in rows) for key in ("tests", "wall", "controller", "nodes"))
+    out.write("%-58s %3s %5d %7.0f %12.0f %8.0f\n" % (("total", "") + totals))
 
 
 def _commit(tree):
