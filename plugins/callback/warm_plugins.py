@@ -115,7 +115,11 @@ class CallbackModule(CallbackBase):
                 loader.get_with_context(COLLECTION + "._warm_plugins_")
             except Exception as exc:  # pylint: disable=broad-except
                 display.vvv("warm_plugins: %s: %s" % (loader.type, exc))
-        for name in ("async_progress", "docker_runtime_plan", "preflight_report"):
+        # Every action plugin of the collection, as the folder has them (no list to keep in step).
+        for path in sorted(glob.glob(os.path.join(ROOT, "plugins", "action", "*.py"))):
+            name = os.path.splitext(os.path.basename(path))[0]
+            if name.startswith("_"):
+                continue
             try:
                 action_loader.get_with_context(COLLECTION + "." + name, class_only=True)
             except Exception as exc:  # pylint: disable=broad-except
