@@ -40,6 +40,30 @@ def cx7_link_evaluate(facts_results, config, probe_results=None, listen=None):
                     _plain(listen))
 
 
+def cx7_link_by_node(nodes, host_vars, name, others=None):
+    """``{node: result}`` for each node: what a task run on every node of the play's batch at
+    once registered under ``name`` (in ``host_vars``), and for a node outside the batch (``serial``)
+    its item in ``others``, the loop results of the same task delegated to each such node.
+    ``{}`` for a node with neither (judged "not gathered")."""
+    if not is_sequence(nodes):
+        raise AnsibleFilterError("cx7_link_by_node: nodes must be a list, got %s" % type(nodes).__name__)
+    delegated = {}
+    for entry in _plain(others) or []:
+        if isinstance(entry, dict) and entry.get("item") is not None:
+            delegated[entry["item"]] = entry
+    out = {}
+    for node in nodes:
+        if node in delegated:
+            out[node] = delegated[node]
+            continue
+        try:
+            value = host_vars[node].get(name)
+        except (KeyError, AttributeError, TypeError):
+            value = None
+        out[node] = _plain(value) if isinstance(value, dict) else {}
+    return out
+
+
 def cx7_link_node_config(host_vars, explicit):
     """One node's configured link: ``{netdev, second_netdev, address, sysfs_root}``.
 
@@ -74,4 +98,5 @@ class FilterModule(object):
             "cx7_link_probe_plan": cx7_link_probe_plan,
             "cx7_link_evaluate": cx7_link_evaluate,
             "cx7_link_node_config": cx7_link_node_config,
+            "cx7_link_by_node": cx7_link_by_node,
         }

@@ -16,6 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_reads import ReadsError, parse_reads
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
@@ -89,6 +90,14 @@ def tensorfold_image_state(images, base, image, kit_tree, patches_tree):
     return image_state(_plain(images), base, image, kit_tree, patches_tree)
 
 
+def tensorfold_reads(stdout):
+    """One node's read (``_tf_reads.parse_reads``): trees, the C8 example, started_env, images."""
+    try:
+        return parse_reads(stdout)
+    except ReadsError as exc:
+        raise AnsibleFilterError("tensorfold_reads: %s" % exc)
+
+
 def tensorfold_image_entry(images, tag):
     """The inspect object of ``tag`` in a ``docker image inspect`` list, or {}."""
     return image_entry(_plain(images), tag)
@@ -132,6 +141,7 @@ class FilterModule(object):
             "tensorfold_env_render": tensorfold_env_render,
             "tensorfold_api_url": tensorfold_api_url,
             "tensorfold_image_state": tensorfold_image_state,
+            "tensorfold_reads": tensorfold_reads,
             "tensorfold_image_inputs": tensorfold_image_inputs,
             "tensorfold_image_entry": tensorfold_image_entry,
             "tensorfold_start_failure": tensorfold_start_failure,

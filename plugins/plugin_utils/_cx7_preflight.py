@@ -50,7 +50,11 @@ PROBE_START_SECONDS = 20
 
 
 def _by_item(results):
-    """Loop results of a task delegated to each node -> {node: result}."""
+    """Each node's result: ``{node: result}`` as given (filter cx7_link_by_node: what the role
+    registered on each node), or the loop results of a task delegated to each node in turn
+    (keyed by ``item``)."""
+    if isinstance(results, dict):
+        return dict((node, entry) for node, entry in results.items() if isinstance(entry, dict))
     out = {}
     for entry in results or []:
         if isinstance(entry, dict) and entry.get("item") is not None:

@@ -205,19 +205,19 @@ def test_logprobs_come_from_lp9001_and_are_null_on_the_kit_image(deployed, run_p
            "chat_template_kwargs": {"enable_thinking": False}, "messages": [{"role": "user", "content": "hi"}]}
     answer = api("/v1/chat/completions", ask)
     assert answer["choices"][0]["logprobs"]["content"], answer
-    try:
-        run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_image="glm53-tensorfold:dev"), ident="dev-image")
-        assert api("/v1/chat/completions", ask)["choices"][0].get("logprobs") is None
-    finally:
-        run_playbook(SITE, tags=ROLES, extravars=TF, ident="back-to-lp9001")
-    assert api("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"]
+    # Left on the kit image: the next test's run (a changed setting) puts both ranks back on
+    # lp9001, and asserts logprobs again there.
+    run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_image="glm53-tensorfold:dev"), ident="dev-image")
+    assert api("/v1/chat/completions", ask)["choices"][0].get("logprobs") is None
 
 
 def test_a_changed_setting_and_port_restart_both_ranks_onto_them(deployed, run_playbook):
     """The ranks are CUDA processes nvidia-smi lists (as on a GB10), so the kit's start refuses
     while they run: new prod.env values reach them only through a restart of both ranks. PORT
     comes from glm53_api_port, and the role waits for the API there. Leaves the engine on 8001
-    with GLM53_TF_STATS=full: the next test's run (the profile change) puts both back."""
+    with GLM53_TF_STATS=full: the profile-change test's run puts both back. Run after
+    the logprobs test, which leaves the ranks on the kit image: this run is also its way back to
+    lp9001, where answers carry logprobs again."""
     before = both_rank_facts()
     assert before[0]["env"]["GLM53_TF_STATS"] == "summary"
     changed = dict(TF, glm53_api_port=8001, tensorfold_env_overrides=dict(LAB_OVERRIDES, GLM53_TF_STATS="full"))
@@ -234,6 +234,22 @@ def test_a_changed_setting_and_port_restart_both_ranks_onto_them(deployed, run_p
     assert models["data"][0]["id"] == "glm-5.3-flash"
     assert spark(HEAD, f"curl -sf -m 5 {API}/v1/models", check=False).returncode != 0, "still serving on 8000"
     assert "READY 8 slots" in spark(HEAD, f"tail -n 1 {STATE}/tf-prod.log").stdout
+    ask = {"model": "glm-5.3-flash", "max_tokens": 8, "logprobs": True, "top_logprobs": 2,
+           "chat_template_kwargs": {"enable_thinking": False}, "messages": [{"role": "user", "content": "hi"}]}
+    answer = json.loads(spark(HEAD, "curl -sf -m 30 -H 'Content-Type: application/json' -d %s "
+                                    "http://127.0.0.1:8001/v1/chat/completions" % shlex.quote(json.dumps(ask))).stdout)
+    assert answer["choices"][0]["logprobs"]["content"], answer
+
+
+def test_unknown_override_fails_before_any_change(deployed, run_playbook):
+    # Before the profile test, which leaves the profile at another commit: this run's checkout
+    # of the pinned one would be a change.
+    before = ranks()
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides=dict(LAB_OVERRIDES, GLM53_TF_BACH=4)),
+                       expect_success=False)
+    run.assert_failed()
+    assert "unknown key 'GLM53_TF_BACH' (did you mean GLM53_TF_BATCH" in run.stdout
+    assert run.changed_total == 0 and ranks() == before
 
 
 def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(deployed, run_playbook):
@@ -243,24 +259,14 @@ def test_a_changed_profile_commit_rebuilds_lp9001_on_both_nodes_and_restarts(dep
     assert other != state["profile"]["commit"]
     before_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
     before = ranks()
-    try:
-        run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
-        after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
-        assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
-        assert ranks() != before and run.changed_total > 0
-        # Both ranks run the image just built on their node, not the one they ran before.
-        assert [facts["image"] for facts in both_rank_facts()] == list(after_ids)
-    finally:
-        run_playbook(SITE, tags=ROLES, extravars=TF, ident="profile-back")
-
-
-def test_unknown_override_fails_before_any_change(deployed, run_playbook):
-    before = ranks()
-    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_env_overrides=dict(LAB_OVERRIDES, GLM53_TF_BACH=4)),
-                       expect_success=False)
-    run.assert_failed()
-    assert "unknown key 'GLM53_TF_BACH' (did you mean GLM53_TF_BATCH" in run.stdout
-    assert run.changed_total == 0 and ranks() == before
+    # Left on the other commit's image: the next run with the pinned commit (the large-image
+    # test's) rebuilds lp9001 from it, as any change back would.
+    run = run_playbook(SITE, tags=ROLES, extravars=dict(TF, tensorfold_profile_commit=other), ident="other-profile")
+    after_ids = (image_id(HEAD, "glm53-tensorfold:lp9001"), image_id(WORKER, "glm53-tensorfold:lp9001"))
+    assert after_ids[0] != before_ids[0] and after_ids[1] != before_ids[1]
+    assert ranks() != before and run.changed_total > 0
+    # Both ranks run the image just built on their node, not the one they ran before.
+    assert [facts["image"] for facts in both_rank_facts()] == list(after_ids)
 
 
 def test_stop_yml_stops_both_ranks_with_the_kits_stop_and_keeps_the_images(deployed, run_playbook):
