@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_reads import ReadsError, parse_reads
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import TENSORFOLD, ReadsError, parse_reads
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
@@ -91,9 +91,9 @@ def tensorfold_image_state(images, base, image, kit_tree, patches_tree):
 
 
 def tensorfold_reads(stdout):
-    """One node's read (``_tf_reads.parse_reads``): trees, the C8 example, started_env, images."""
+    """One node's read (``_node_reads``): the trees, the C8 example, started_env, the images."""
     try:
-        return parse_reads(stdout)
+        return parse_reads(stdout, *TENSORFOLD)
     except ReadsError as exc:
         raise AnsibleFilterError("tensorfold_reads: %s" % exc)
 

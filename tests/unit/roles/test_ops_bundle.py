@@ -1,8 +1,7 @@
-"""The operations program as one zipapp (roles/ops/files/bundle.py): the same sources give the same
-bytes (a rerun copies nothing to the nodes), the packages it holds, and that it runs on a node
-with nothing but a Python interpreter."""
+"""The operations program as one zipapp (plugins/plugin_utils/_ops_bundle.py, built by the action
+plugin dgx_spark.glm53.ops_bundle): the same sources give the same bytes (a rerun copies nothing to
+the nodes), the packages it holds, and that it runs on a node with nothing but a Python interpreter."""
 
-import importlib.util
 import io
 import json
 import os
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-BUNDLE = REPO / "roles" / "ops" / "files" / "bundle.py"
 SOURCE = REPO / "plugins" / "module_utils"
 PREFIX = "ansible_collections/dgx_spark/glm53/plugins/module_utils/"
 # What a node's login shell would give a command run over ssh, no more.
@@ -24,10 +22,9 @@ CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
 
 @pytest.fixture(scope="module")
 def bundle():
-    spec = importlib.util.spec_from_file_location("glm53_ops_bundle", str(BUNDLE))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _ops_bundle  # pylint: disable=import-outside-toplevel
+    assert Path(_ops_bundle.SOURCE).resolve() == SOURCE.resolve()
+    return _ops_bundle
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +87,9 @@ def run_bundle(path, *args, interpreter=(sys.executable, "-I", "-S"), env=None):
                           check=False)
 
 
-def test_it_runs_node_facts_with_a_clean_environment(bundle, tmp_path, capsys):
+def test_it_runs_node_facts_with_a_clean_environment(bundle, tmp_path):
     output = tmp_path / "bin" / "glm53-ops"
-    assert bundle.main(str(SOURCE), str(output)) == 0
-    capsys.readouterr()
+    assert bundle.write(str(output)) is True
     run = run_bundle(output, "node-facts", "{}")
     assert run.returncode == 0, run.stderr
     facts = json.loads(run.stdout)
@@ -101,11 +97,10 @@ def test_it_runs_node_facts_with_a_clean_environment(bundle, tmp_path, capsys):
     assert facts["memory"]["mem_total"] > 0
 
 
-def test_the_zip_comes_before_an_installed_collection(bundle, tmp_path, capsys):
+def test_the_zip_comes_before_an_installed_collection(bundle, tmp_path):
     """An ansible_collections elsewhere on sys.path (the ansible package on a node) cannot shadow it."""
     output = tmp_path / "glm53-ops"
-    bundle.main(str(SOURCE), str(output))
-    capsys.readouterr()
+    bundle.write(str(output))
     shadow = tmp_path / "site"
     package = shadow / "ansible_collections" / "dgx_spark" / "glm53" / "plugins" / "module_utils"
     package.mkdir(parents=True)
@@ -120,31 +115,37 @@ def test_the_zip_comes_before_an_installed_collection(bundle, tmp_path, capsys):
     assert "memory" in json.loads(run.stdout)
 
 
-def test_main_writes_once_then_says_unchanged(bundle, built, tmp_path, capsys):
+def test_it_is_written_once_then_left_alone(bundle, built, tmp_path):
     output = tmp_path / "out" / "glm53-ops"
-    assert bundle.main(str(SOURCE), str(output)) == 0
-    assert capsys.readouterr().out == "changed\n"
+    assert bundle.write(str(output)) is True
     assert output.read_bytes() == built
     assert output.stat().st_mode & 0o777 == 0o755
     first = output.stat().st_mtime_ns
     os.utime(str(output), ns=(first - 10 ** 9, first - 10 ** 9))
-    assert bundle.main(str(SOURCE), str(output)) == 0
-    assert capsys.readouterr().out == "unchanged\n"
+    assert bundle.write(str(output)) is False
     assert output.stat().st_mtime_ns == first - 10 ** 9  # not rewritten
-    assert not (tmp_path / "out" / "glm53-ops.tmp").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["glm53-ops"]  # no temporary file left
 
 
-def test_main_rewrites_a_file_that_differs(bundle, built, tmp_path, capsys):
+def test_a_file_that_differs_is_rewritten(bundle, built, tmp_path):
     output = tmp_path / "glm53-ops"
     output.write_bytes(b"old")
-    bundle.main(str(SOURCE), str(output))
-    assert capsys.readouterr().out == "changed\n"
+    assert bundle.write(str(output)) is True
     assert output.read_bytes() == built
 
 
-def test_the_script_itself_prints_changed_then_unchanged(tmp_path):
-    output = tmp_path / "glm53-ops"
-    argv = [sys.executable, str(BUNDLE), str(SOURCE), str(output)]
-    first = subprocess.run(argv, stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=60)
-    second = subprocess.run(argv, stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=60)
-    assert (first.stdout, second.stdout) == ("changed\n", "unchanged\n")
+def test_the_action_writes_then_leaves_it_and_never_reports_a_change(built, tmp_path):
+    """As role ops runs it: on the controller, in ansible's own process; a rerun writes nothing."""
+    output = tmp_path / "cache" / "glm53-ops"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="json")
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Build %d" % n, "dgx_spark.glm53.ops_bundle": {"dest": str(output)}} for n in (1, 2)]}]))
+    run = subprocess.run(argv + [str(play)], cwd=str(REPO), env=env, stdout=subprocess.PIPE, universal_newlines=True,
+                         check=True, timeout=120)
+    results = [task["hosts"]["localhost"] for task in json.loads(run.stdout)["plays"][0]["tasks"]]
+    assert [(r["changed"], r["written"], r["dest"]) for r in results] == [
+        (False, True, str(output)), (False, False, str(output))]
+    assert output.read_bytes() == built

@@ -18,7 +18,7 @@ from ansible_collections.dgx_spark.glm53.tests.unit.plugins.plugin_utils.vllm_fi
 def test_the_filters_the_role_calls():
     assert sorted(vllm.FilterModule().filters()) == [
         "vllm_cluster_plan", "vllm_image_build", "vllm_image_id", "vllm_image_mismatch", "vllm_image_ship",
-        "vllm_node_count_problem", "vllm_plan_changes", "vllm_profile", "vllm_rank_workers", "vllm_start_errors"]
+        "vllm_node_count_problem", "vllm_node_reads", "vllm_plan_changes", "vllm_profile", "vllm_rank_workers", "vllm_start_errors"]
 
 
 def test_start_errors_name_each_node_and_rank_whose_container_did_not_start():
@@ -27,6 +27,11 @@ def test_start_errors_name_each_node_and_rank_whose_container_did_not_start():
              {"inventory_hostname": "w2", "__vllm_nvfp4_rank_start": {"failed": True, "msg": "no such image "}}]
     assert vllm.vllm_start_errors(hosts) == ["w2: rank 2 did not start: no such image"]
     assert vllm.vllm_start_errors(hosts[:2]) == []
+
+
+def test_a_node_read_that_is_not_in_its_form_fails_naming_the_filter():
+    with pytest.raises(AnsibleFilterError, match="vllm_node_reads: ReadsError: line 1 is 'Error', expected trees="):
+        vllm.vllm_node_reads("Error")
 
 
 def test_image_id_reads_dockers_inspect_list_and_absence_is_empty():

@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgx_spark.glm53 contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One read of a node for a path role: everything its later steps judge from (git trees, files,
+``docker ... inspect``) printed by one shell task, so a converged rerun pays one round trip per
+node instead of one per value (roles/tensorfold/tasks/install.yml, roles/vllm_nvfp4/tasks/build.yml).
+
+The read prints one ``key=value`` line per key, in order (the values of ``base64_keys`` are file
+contents in base64 on one line), then for each section a line ``<section>:`` and that command's
+JSON output (empty when Docker has no such object, which reads as ``[]``)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import binascii
+import json
+
+# What each role's read prints: (keys, base64 keys, sections).
+TENSORFOLD = (("kit_tree", "patches_tree", "example", "started_env"), ("example", "started_env"), ("images",))
+VLLM = (("trees", "base_id"), (), ("image", "container"))
+
+
+class ReadsError(ValueError):
+    """The read's output is not in the form above."""
+
+
+def parse_reads(stdout, keys, base64_keys=(), sections=()):
+    """``{key: text, ..., section: list, ...}`` from one read's output."""
+    lines = str(stdout or "").split("\n")
+    out = {}
+    for index, key in enumerate(keys):
+        line = lines[index] if index < len(lines) else ""
+        if not line.startswith(key + "="):
+            raise ReadsError("line %d is %r, expected %s=..." % (index + 1, line[:80], key))
+        out[key] = line[len(key) + 1:].strip()
+    for key in base64_keys:
+        try:
+            out[key] = base64.b64decode(out[key].encode("ascii"), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeError, ValueError) as exc:
+            raise ReadsError("%s is not base64 of UTF-8 text: %s" % (key, exc))
+    rest = lines[len(keys):]
+    for number, section in enumerate(sections):
+        if not rest or rest[0].strip() != section + ":":
+            raise ReadsError("no %s: line after %s" % (section, ", ".join(tuple(keys) + tuple(sections[:number]))))
+        rest = rest[1:]
+        following = sections[number + 1] + ":" if number + 1 < len(sections) else None
+        end = rest.index(following) if following in rest else len(rest)
+        text = "\n".join(rest[:end]).strip()
+        rest = rest[end:]
+        try:
+            value = json.loads(text) if text else []
+        except ValueError as exc:
+            raise ReadsError("the %s output is not JSON: %s" % (section, exc))
+        if not isinstance(value, list):
+            raise ReadsError("the %s output is a %s, expected a list" % (section, type(value).__name__))
+        out[section] = value
+    return out
