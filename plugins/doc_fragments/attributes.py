@@ -23,3 +23,12 @@ attributes:
     support: full
     platforms: posix
 """
+
+    # The modules whose work runs on the controller, in an action plugin of the same name.
+    ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+"""

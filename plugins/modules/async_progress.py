@@ -24,6 +24,7 @@ description:
     there), and M(ansible.builtin.async_status) runs only once that file has changed.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
+  - dgx_spark.glm53.attributes.action
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -56,9 +57,6 @@ options:
     type: int
     default: 14400
 attributes:
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
   check_mode:
     support: full
     details: Waits the same in check mode; whether the job changed anything is the job's own report.

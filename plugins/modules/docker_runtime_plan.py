@@ -31,6 +31,7 @@ description:
   - Leave C(become) unset on this task, so it sees the play's setting.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
+  - dgx_spark.glm53.attributes.action
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -57,9 +58,6 @@ options:
     type: bool
     default: false
 attributes:
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
   check_mode:
     support: full
     details: Reports the fixes a real run would make as a change.

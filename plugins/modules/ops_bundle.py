@@ -21,6 +21,7 @@ description:
     rewritten.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
+  - dgx_spark.glm53.attributes.action
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -29,9 +30,6 @@ options:
     type: path
     required: true
 attributes:
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
   check_mode:
     support: full
     details: Written in check mode too; it is the controller's cache, not a node's state.

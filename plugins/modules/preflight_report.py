@@ -20,6 +20,7 @@ description:
     the task never reports a change.
 extends_documentation_fragment:
   - dgx_spark.glm53.attributes
+  - dgx_spark.glm53.attributes.action
 author:
   - dgx_spark.glm53 maintainers (!UNKNOWN)
 options:
@@ -43,9 +44,6 @@ options:
     type: str
     default: ""
 attributes:
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
   check_mode:
     support: full
     details: The report is written in check mode too; it records the run, not the nodes.
