@@ -14,16 +14,19 @@ STARTED = "c" * 64 + "\n"
 IMAGES = [{"Id": "sha256:" + "d" * 64, "RepoTags": ["glm53-tensorfold:lp9001"]}]
 
 
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
 def output(kit_tree=TREE, example=EXAMPLE, started=STARTED, images=json.dumps(IMAGES, indent=4)):
     """As the task's printf and docker image inspect print it."""
-    b64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
     return "kit_tree=%s\npatches_tree=%s\nexample=%s\nstarted_env=%s\nimages:\n%s" % (
         kit_tree, PATCHES, b64(example) if example else "", b64(started) if started else "", images)
 
 
 def test_the_heads_read():
-    assert parse_reads(output(), *TENSORFOLD) == {"kit_tree": TREE, "patches_tree": PATCHES, "example": EXAMPLE,
-                                     "started_env": STARTED, "images": IMAGES}
+    assert parse_reads(output(), *TENSORFOLD) == {
+        "kit_tree": TREE, "patches_tree": PATCHES, "example": EXAMPLE, "started_env": STARTED, "images": IMAGES}
 
 
 def test_the_workers_read_has_no_kit_example_or_started_env():
@@ -55,7 +58,9 @@ IMAGE = [{"Id": "sha256:" + "e" * 64, "RepoTags": ["glm53-sm121:local"]}]
 CONTAINER = [{"Id": "f" * 64, "Name": "/glm53-vllm", "State": {"Running": True}}]
 
 
-def vllm_output(trees="1" * 40 + " " + "2" * 40, base_id="sha256:" + "9" * 64, image=IMAGE, container=CONTAINER):
+def vllm_output(trees="1" * 40 + " " + "2" * 40, base_id="sha256:" + "9" * 64, image=None, container=None):
+    """As the task prints it; ``image``/``container`` None: the inspect of one, [] (or nothing): none."""
+    image, container = IMAGE if image is None else image, CONTAINER if container is None else container
     return "trees=%s\nbase_id=%s\nimage:\n%s\ncontainer:\n%s\n" % (
         trees, base_id, json.dumps(image, indent=4) if image else "[]", json.dumps(container, indent=4) if container else "")
 
@@ -67,7 +72,7 @@ def test_the_vllm_heads_read_has_each_section_apart():
 
 
 def test_a_vllm_worker_without_a_rank_has_empty_sections():
-    reads = parse_reads(vllm_output(trees="", base_id="", image=None, container=None), *VLLM)
+    reads = parse_reads(vllm_output(trees="", base_id="", image=[], container=[]), *VLLM)
     assert reads == {"trees": "", "base_id": "", "image": [], "container": []}
 
 
