@@ -16,7 +16,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import TENSORFOLD, ReadsError, parse_reads
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import (
+    TENSORFOLD,
+    ReadsError,
+    checkout_current,
+    parse_reads,
+)
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
@@ -90,12 +95,17 @@ def tensorfold_image_state(images, base, image, kit_tree, patches_tree):
     return image_state(_plain(images), base, image, kit_tree, patches_tree)
 
 
-def tensorfold_reads(stdout):
-    """One node's read (``_node_reads``): the trees, the C8 example, started_env, the images."""
+def tensorfold_reads(stdout, checkouts=None):
+    """One node's read (``_node_reads``): the checkouts, the trees, the C8 example, started_env,
+    prod.env's hash and mode, the images. ``checkouts``: ``{name: {commit, repo}}`` of the
+    checkouts this node needs; for each, ``<name>_current`` says its git task has nothing to do."""
     try:
-        return parse_reads(stdout, *TENSORFOLD)
+        reads = parse_reads(stdout, *TENSORFOLD)
     except ReadsError as exc:
         raise AnsibleFilterError("tensorfold_reads: %s" % exc)
+    for name, pin in (_plain(checkouts) or {}).items():
+        reads[name + "_current"] = checkout_current(reads, name, pin.get("commit"), pin.get("repo"))
+    return reads
 
 
 def tensorfold_image_entry(images, tag):

@@ -17,9 +17,21 @@ import base64
 import binascii
 import json
 
-# What each role's read prints: (keys, base64 keys, sections).
-TENSORFOLD = (("kit_tree", "patches_tree", "example", "started_env"), ("example", "started_env"), ("images",))
+# What each role's read prints: (keys, base64 keys, sections). A checkout's <name>_head,
+# <name>_url and <name>_clean (the `checkout` shell function of roles/tensorfold/vars/main.yml)
+# say whether its git task has anything to do (checkout_current).
+TENSORFOLD = (("kit_head", "kit_url", "kit_clean", "profile_head", "profile_url", "profile_clean", "kit_tree",
+               "patches_tree", "example", "started_env", "prod_env"), ("example", "started_env"), ("images",))
 VLLM = (("trees", "base_id"), (), ("image", "container"))
+
+
+def checkout_current(reads, name, commit, repo):
+    """Whether the read found checkout ``name`` at ``commit``, cloned from ``repo`` (compared as
+    text: the git task would otherwise set the URL), nothing tracked modified (``git status
+    --porcelain`` less untracked files, the git module's own test) and every submodule at its
+    recorded commit: its git task would change nothing, so a converged rerun leaves it out."""
+    return (bool(commit) and reads.get(name + "_head") == str(commit).lower()
+            and reads.get(name + "_url") == str(repo) and reads.get(name + "_clean") == "yes")
 
 
 class ReadsError(ValueError):

@@ -6,9 +6,20 @@ import json
 
 import pytest
 
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import TENSORFOLD, VLLM, ReadsError, parse_reads
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import (
+    TENSORFOLD,
+    VLLM,
+    ReadsError,
+    checkout_current,
+    parse_reads,
+)
 
 TREE, PATCHES = "a" * 40, "b" * 40
+KIT, PROFILE = "1a" * 20, "2b" * 20
+KIT_URL, PROFILE_URL = "git://198.18.0.1/kit.git", "git://198.18.0.1/profile.git"
+PROD_ENV = "e" * 64 + " 600"
+CHECKOUTS = "kit_head=%s\nkit_url=%s\nkit_clean=yes\nprofile_head=%s\nprofile_url=%s\nprofile_clean=yes\n" % (
+    KIT, KIT_URL, PROFILE, PROFILE_URL)
 EXAMPLE = "GLM53_TF_BATCH=8\nGLM53_TF_BATCH_PIECE=4096\n"
 STARTED = "c" * 64 + "\n"
 IMAGES = [{"Id": "sha256:" + "d" * 64, "RepoTags": ["glm53-tensorfold:lp9001"]}]
@@ -18,15 +29,18 @@ def b64(text):
     return base64.b64encode(text.encode()).decode()
 
 
-def output(kit_tree=TREE, example=EXAMPLE, started=STARTED, images=json.dumps(IMAGES, indent=4)):
-    """As the task's printf and docker image inspect print it."""
-    return "kit_tree=%s\npatches_tree=%s\nexample=%s\nstarted_env=%s\nimages:\n%s" % (
-        kit_tree, PATCHES, b64(example) if example else "", b64(started) if started else "", images)
+def output(kit_tree=TREE, example=EXAMPLE, started=STARTED, images=json.dumps(IMAGES, indent=4), checkouts=CHECKOUTS,
+           prod_env=PROD_ENV):
+    """As the task's checkout function, printf and docker image inspect print it."""
+    return checkouts + "kit_tree=%s\npatches_tree=%s\nexample=%s\nstarted_env=%s\nprod_env=%s\nimages:\n%s" % (
+        kit_tree, PATCHES, b64(example) if example else "", b64(started) if started else "", prod_env, images)
 
 
 def test_the_heads_read():
     assert parse_reads(output(), *TENSORFOLD) == {
-        "kit_tree": TREE, "patches_tree": PATCHES, "example": EXAMPLE, "started_env": STARTED, "images": IMAGES}
+        "kit_head": KIT, "kit_url": KIT_URL, "kit_clean": "yes", "profile_head": PROFILE, "profile_url": PROFILE_URL,
+        "profile_clean": "yes", "kit_tree": TREE, "patches_tree": PATCHES, "example": EXAMPLE, "started_env": STARTED,
+        "prod_env": PROD_ENV, "images": IMAGES}
 
 
 def test_the_workers_read_has_no_kit_example_or_started_env():
@@ -41,9 +55,11 @@ def test_no_image_is_an_empty_list(inspect):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", "line 1 is '', expected kit_tree=..."),
-    (output().replace("patches_tree=", "patches="), "line 2 is 'patches=" + PATCHES + "', expected patches_tree=..."),
-    (output().replace("images:\n", "img\n"), "no images: line after kit_tree, patches_tree, example, started_env"),
+    ("", "line 1 is '', expected kit_head=..."),
+    (output().replace("patches_tree=", "patches="), "line 8 is 'patches=" + PATCHES + "', expected patches_tree=..."),
+    (output().replace("images:\n", "img\n"), "no images: line after kit_head, kit_url, kit_clean, profile_head, "
+                                              "profile_url, profile_clean, kit_tree, patches_tree, example, "
+                                              "started_env, prod_env"),
     (output(images="Error: no such image"), "the images output is not JSON"),
     (output(images="{}"), "the images output is a dict, expected a list"),
     (output().replace("example=", "example=%%"), "example is not base64 of UTF-8 text"),
@@ -52,6 +68,25 @@ def test_anything_else_fails_naming_what(text, message):
     with pytest.raises(ReadsError, match=None) as raised:
         parse_reads(text, *TENSORFOLD)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize("change, current", [
+    ({}, True),
+    ({"kit_head": "3" * 40}, False),            # another commit checked out
+    ({"kit_head": ""}, False),                  # no repository there yet
+    ({"kit_url": "git://elsewhere/kit.git"}, False),  # the git task would set the remote
+    ({"kit_clean": "no"}, False),               # tracked changes or a submodule off its commit
+])
+def test_a_checkout_is_current_only_at_its_commit_from_its_repo_and_unchanged(change, current):
+    reads = dict(parse_reads(output(), *TENSORFOLD), **change)
+    assert checkout_current(reads, "kit", KIT, KIT_URL) is current
+    assert checkout_current(reads, "profile", PROFILE, PROFILE_URL) is True
+
+
+def test_a_pin_in_capitals_is_the_same_commit_and_no_pin_is_never_current():
+    reads = parse_reads(output(), *TENSORFOLD)
+    assert checkout_current(reads, "kit", KIT.upper(), KIT_URL) is True
+    assert checkout_current(reads, "kit", "", KIT_URL) is False
 
 
 IMAGE = [{"Id": "sha256:" + "e" * 64, "RepoTags": ["glm53-sm121:local"]}]
