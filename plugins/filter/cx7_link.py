@@ -29,9 +29,10 @@ def _check_config(config, name):
     return _plain(config)
 
 
-def cx7_link_probe_plan(facts_results, config):
-    """What each node probes: ``{listen, nodes: {node: {pings, connect, ssh}}}``."""
-    return probe_plan(_check_config(config, "cx7_link_probe_plan"), _plain(facts_results))
+def cx7_link_probe_plan(facts_results, config, together=False):
+    """What each node probes: ``{listen, nodes: {node: {pings, connect, ssh, listen}}}``;
+    ``together``: every node probes in the same task at once, the head listening in its own."""
+    return probe_plan(_check_config(config, "cx7_link_probe_plan"), _plain(facts_results), bool(together))
 
 
 def cx7_link_evaluate(facts_results, config, probe_results=None, listen=None):

@@ -89,6 +89,9 @@ def observation(node_cfg, facts, probe=None, listen=None):
         obs.update(pings=probe.get("pings") or [], connect=probe.get("connect"), ssh=probe.get("ssh") or [])
     if listen and not listen.get("skipped"):
         obs["listen"] = listen.get("listen")
+    elif probe and not probe.get("skipped") and probe.get("listen") is not None:
+        # The head listened within its own probe (probe_plan's `together`).
+        obs["listen"] = probe["listen"]
     return obs
 
 
@@ -112,13 +115,16 @@ def observations(config, facts_results, probe_results=None, listen=None):
     return out
 
 
-def probe_plan(config, facts_results):
-    """``{listen, nodes: {node: {pings, connect, ssh}}}`` from every node's facts.
+def probe_plan(config, facts_results, together=False):
+    """``{listen, nodes: {node: {pings, connect, ssh, listen}}}`` from every node's facts.
 
-    The head listens on the master port (started in the background before anyone
-    connects, so the order the nodes are probed in does not matter) for every worker
-    whose primary link is Up with an address; each such worker connects; the head
-    ssh-es to each worker's link address.
+    The head listens on the master port for every worker whose primary link is Up with an
+    address; each such worker connects; the head ssh-es to each worker's link address.
+    ``together``: every node probes in the same task at once (one batch, forks for all): the
+    head listens within its own probe (``nodes[head].listen``), and each worker retries its
+    connect for PROBE_START_SECONDS more, room for the head's module to start. Otherwise the
+    listener (``listen``) is started in the background before any node probes and collected
+    after, so the order and pace of the probes (forks=1, serial) do not matter.
     """
     obs_by_node = observations(config, facts_results)
     head = config["head"]
@@ -132,10 +138,12 @@ def probe_plan(config, facts_results):
     workers = [w for w in config["workers"] if ready(w)]
     master = chosen.get(head) if ready(head) else None
     timeout = int(config.get("port_probe_timeout") or 5)
+    if together:
+        timeout += PROBE_START_SECONDS
     plan = {"listen": None, "nodes": {}}
     user = config.get("ssh_user") or ""
     for node in nodes_of(config):
-        entry = {"pings": ping_plan(config, obs_by_node, node), "connect": None, "ssh": []}
+        entry = {"pings": ping_plan(config, obs_by_node, node), "connect": None, "ssh": [], "listen": None}
         if master and node in workers:
             entry["connect"] = {"address": master, "port": int(config["master_port"]), "timeout": timeout}
         if node == head:
@@ -146,13 +154,18 @@ def probe_plan(config, facts_results):
                                      "timeout": int(config.get("ssh_timeout") or 20)})
         plan["nodes"][node] = entry
     if master and workers:
-        # The listener is started first and ends once every worker came; until then it must
-        # outlast the probes, which run one node after the other: each node's longest deadline
-        # plus the start of its module run (seconds on a loaded machine). Sized on the connects
-        # alone, it expired while the head's ssh probe was still running.
-        window = sum(_probe_run_seconds(config, entry) for entry in plan["nodes"].values())
-        plan["listen"] = {"address": master, "port": int(config["master_port"]), "expect": len(workers),
-                          "timeout": window + PROBE_START_SECONDS}
+        # The listener ends once every worker came; until then it must outlast the connects.
+        # Together: the longest node's probe run (its connects already allow for the head's
+        # start). Otherwise the probes run one node after the other: each node's longest
+        # deadline plus the start of its module run (seconds on a loaded machine); sized on the
+        # connects alone, it expired while the head's ssh probe was still running.
+        runs = [_probe_run_seconds(config, entry) for entry in plan["nodes"].values()]
+        listen = {"address": master, "port": int(config["master_port"]), "expect": len(workers),
+                  "timeout": (max(runs) if together else sum(runs)) + PROBE_START_SECONDS}
+        if together:
+            plan["nodes"][head]["listen"] = listen
+        else:
+            plan["listen"] = listen
     return plan
 
 

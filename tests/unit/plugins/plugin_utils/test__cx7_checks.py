@@ -337,6 +337,35 @@ def test_probe_plan_for_a_healthy_pair(cluster):
     assert [(p["peer"], p["target"]) for p in worker["pings"]] == [(HEAD, "198.18.1.10"), (HEAD, "198.18.2.10")]
 
 
+def test_probe_plan_together_listens_within_the_heads_probe(cluster):
+    # Every node probes in the same task at once: no listener of its own, the head listens in
+    # its probe, and the worker retries its connect while the head's module starts.
+    cfg, results, _probes, _listen = cluster
+    apart, together = _cx7_preflight.probe_plan(cfg, results), _cx7_preflight.probe_plan(cfg, results, together=True)
+    assert together["listen"] is None and apart["nodes"][HEAD]["listen"] is None
+    listen = dict(together["nodes"][HEAD]["listen"])
+    assert listen.pop("timeout") < apart["listen"]["timeout"]
+    assert listen == {"address": "198.18.1.10", "port": 29551, "expect": 1}
+    connect = together["nodes"][WORKER]["connect"]
+    assert connect["timeout"] == cfg["port_probe_timeout"] + _cx7_preflight.PROBE_START_SECONDS
+    # The listener outlasts the worker's connect, and the head's own ssh probe.
+    assert together["nodes"][HEAD]["listen"]["timeout"] > connect["timeout"] + 20
+    assert together["nodes"][WORKER]["listen"] is None
+
+
+@pytest.mark.parametrize("accepted, status", [(["198.18.1.11"], "ok"), ([], "fail")])
+def test_the_heads_own_probe_carries_the_listener_when_together(cluster, accepted, status):
+    cfg, results, _probes, _listen = cluster
+    plan = _cx7_preflight.probe_plan(cfg, results, together=True)
+    probes = fx.probes_for(plan)
+    fx.probe_of(probes, HEAD)["listen"] = dict(plan["nodes"][HEAD]["listen"], bound=True, accepted=accepted,
+                                               error=None if accepted else "1 of 1 connection(s) did not come")
+    if not accepted:
+        fx.probe_of(probes, WORKER)["connect"].update(connected=False, error="ETIMEDOUT")
+    (res,) = find(evaluate(cfg, results, probes, None), "port.master", WORKER)
+    assert res["status"] == status, res
+
+
 def test_probe_plan_skips_what_cannot_work(cluster):
     cfg, results, _probes, _listen = cluster
     fx.port_of(results, WORKER, L1).update(state="Down")
