@@ -57,9 +57,9 @@ def test_no_image_is_an_empty_list(inspect):
 @pytest.mark.parametrize("text, message", [
     ("", "line 1 is '', expected kit_head=..."),
     (output().replace("patches_tree=", "patches="), "line 8 is 'patches=" + PATCHES + "', expected patches_tree=..."),
-    (output().replace("images:\n", "img\n"), "no images: line after kit_head, kit_url, kit_clean, profile_head, "
-                                              "profile_url, profile_clean, kit_tree, patches_tree, example, "
-                                              "started_env, prod_env"),
+    (output().replace("images:\n", "img\n"),
+     "no images: line after kit_head, kit_url, kit_clean, profile_head, profile_url, profile_clean, kit_tree, "
+     "patches_tree, example, started_env, prod_env"),
     (output(images="Error: no such image"), "the images output is not JSON"),
     (output(images="{}"), "the images output is a dict, expected a list"),
     (output().replace("example=", "example=%%"), "example is not base64 of UTF-8 text"),
