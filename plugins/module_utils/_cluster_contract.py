@@ -12,8 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import ipaddress
 import json
+import os
 import re
 import shlex
 
@@ -67,6 +69,29 @@ def render_env(contract, node):
     lines = ["# dgx_spark.glm53 cluster contract for %s; written by the cx7_link preflight. Do not edit." % node]
     lines += ["%s=%s" % (name, shell_quote(value)) for name, value in values]
     return "\n".join(lines) + "\n"
+
+
+def _digest(text):
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_digests(config_dir):
+    """What a node holds now: ``{cluster.json: sha256 or None, cluster.env: ...}`` (None: no
+    such file, or unreadable). The preflight reads it in its gather, so a rerun whose contract
+    is unchanged writes nothing and costs no round trip to write it."""
+    digests = {}
+    for name in (JSON_NAME, ENV_NAME):
+        try:
+            with open(os.path.join(config_dir, name), "rb") as handle:
+                digests[name] = hashlib.sha256(handle.read()).hexdigest()
+        except (IOError, OSError):
+            digests[name] = None
+    return digests
+
+
+def wanted_digests(contract, node):
+    """The digests of the files ``cluster_contract state=present`` writes on ``node``."""
+    return {JSON_NAME: _digest(render_json(contract)), ENV_NAME: _digest(render_env(contract, node))}
 
 
 def _shown(value):

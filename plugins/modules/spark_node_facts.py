@@ -50,6 +50,12 @@ options:
     description: Where each kind of data in O(disk_needs) lives; C(~) is this user's home.
     type: dict
     default: {}
+  contract_dir:
+    description:
+      - Where this node keeps the cluster contract (C(cluster.json), C(cluster.env)); their sha256 come back as
+        RV(contract_files), so the controller writes the contract only where it differs. Empty reads nothing.
+    type: path
+    default: ""
   models:
     description:
       - Pinned Hugging Face repos of the serving path. Only their pinned revisions' files in the C(checkpoint)
@@ -89,6 +95,7 @@ EXAMPLES = r"""
     timeout: 10
     disk_needs: {checkpoint: 165000000000, prepared: 84000000000}
     disk_dirs: {checkpoint: ~/.cache/huggingface, prepared: ~/.cache/glm53-tf/prepared}
+    contract_dir: ~/.config/dgx_spark.glm53
     models:
       - repo_id: brandonmusic/GLM-5.3-Flash-tr3-4bpw
         revision: 5ab363a8dcf6405955fd5f99671e01a1c9fb124b
@@ -143,6 +150,11 @@ disk:
   elements: dict
   sample: [{name: checkpoint, path: ~/.cache/huggingface, need: 165000000000, free: 900000000000, present: 0,
             dev: 2049, mount: /, checked: /home/spark}]
+contract_files:
+  description: The sha256 of each cluster contract file in O(contract_dir) (null when absent); empty without it.
+  returned: always
+  type: dict
+  sample: {cluster.json: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08, cluster.env: null}
 elapsed:
   description: Seconds the module took.
   returned: always
@@ -154,6 +166,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import file_digests
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._deadline import run_with_timeout
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_probe import parse_docker_ps
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev import gather_ports, run_command
@@ -205,6 +218,7 @@ def main():
             timeout=dict(type="int", default=10),
             disk_needs=dict(type="dict", default={}),
             disk_dirs=dict(type="dict", default={}),
+            contract_dir=dict(type="path", default=""),
             models=dict(type="list", elements="dict", default=[], options=dict(
                 repo_id=dict(type="str", required=True),
                 revision=dict(type="str", required=True),
@@ -254,6 +268,7 @@ def main():
         osrelease=_read("/proc/sys/kernel/osrelease").strip(),
         cmdline=_read("/proc/cmdline").strip(),
         disk=disk_entries(params["disk_needs"], params["disk_dirs"], params["models"]),
+        contract_files=file_digests(params["contract_dir"]) if params["contract_dir"] else {},
         elapsed=round(time.time() - start, 3),
     )
 

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate, wanted_digests
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._link_probe import PING_INTERVAL, ping_deadline
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_links import (
     check_link_pairs,
@@ -84,6 +85,7 @@ def observation(node_cfg, facts, probe=None, listen=None):
         osrelease=facts.get("osrelease") or "",
         cmdline=facts.get("cmdline") or "",
         disk=facts.get("disk"),
+        contract_files=facts.get("contract_files") or {},
     )
     if probe and not probe.get("skipped") and not probe.get("unreachable"):
         obs.update(pings=probe.get("pings") or [], connect=probe.get("connect"), ssh=probe.get("ssh") or [])
@@ -179,7 +181,7 @@ def _probe_run_seconds(config, entry):
 
 
 def evaluate(config, facts_results, probe_results=None, listen=None):
-    """Every check on every node: ``{status, nodes, checks, failures, warnings, nccl, contract}``."""
+    """Every check on every node: ``{status, nodes, checks, failures, warnings, nccl, contract, persist}``."""
     obs_by_node = observations(config, facts_results, probe_results, listen)
     checks = []
     for check in (check_nodes, check_kernel, check_netdev_names, check_link_ports, check_link_pairs, check_pings,
@@ -191,4 +193,17 @@ def evaluate(config, facts_results, probe_results=None, listen=None):
     report = summarize(enforce_skips(checks), nodes_of(config))
     report["nccl"] = dict((node, value["env"]) for node, value in settings.items())
     report["contract"] = cluster_contract(config, obs_by_node, links, settings)
+    report["persist"] = persist_nodes(report["contract"], obs_by_node)
     return report
+
+
+def persist_nodes(contract, obs_by_node):
+    """The nodes whose contract files differ from this contract's (their gather read the files'
+    digests): only those are written. A contract ``validate`` refuses goes to every node, so
+    cluster_contract refuses it there, naming the problem, before any later role reads it."""
+    nodes = sorted(obs_by_node)
+    if validate(contract):
+        return nodes
+    return [node for node in nodes
+            if node not in (contract.get("nodes") or {})
+            or obs_by_node[node].get("contract_files") != wanted_digests(contract, node)]

@@ -62,6 +62,10 @@ def test_clean_pair_passes_publishes_facts_and_is_idempotent(assert_idempotent, 
     report = json.loads(report_path.read_text())
     assert report["status"] == "ok", [c["message"] for c in report["checks"] if c["status"] != "ok"]
     assert second.changed_total == 0
+    # The gather read the contract files' digests: nothing differs, so no round trip writes them.
+    persist = second.task_results("Persist the cluster contract on every node")
+    assert {node: res["_event"] for node, res in persist.items()} == {
+        HEAD: "runner_on_skipped", WORKER: "runner_on_skipped"}
     env = second.task_results("MARKER later role in the same play")
     for node in (HEAD, WORKER):
         assert env[node]["msg"] == {

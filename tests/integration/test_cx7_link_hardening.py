@@ -216,11 +216,16 @@ def test_out_of_range_input_is_refused_before_any_probe(run_playbook, tmp_path):
 
 
 def test_contract_is_kept_on_every_node_and_read_under_limit(run_playbook, tmp_path):
-    _result, report = preflight(run_playbook, tmp_path)
+    # A hand edit of the worker's cluster.env: the preflight writes that node's files again.
+    lab_faults.sh(WORKER, "mkdir -p ~/.config/dgx_spark.glm53 && echo GLM53_EXTRA=1 >> ~/.config/dgx_spark.glm53/cluster.env",
+                  user="spark")
+    result, report = preflight(run_playbook, tmp_path)
+    assert result.task_results("Persist the cluster contract on every node")[WORKER]["changed"] is True
     contract = report["contract"]
     for node in (HEAD, WORKER):
         kept = json.loads(lab_faults.sh(node, "cat ~/.config/dgx_spark.glm53/cluster.json", user="spark").stdout)
         assert kept == contract
+    assert "GLM53_EXTRA" not in lab_faults.sh(WORKER, "cat ~/.config/dgx_spark.glm53/cluster.env", user="spark").stdout
     refused = run_playbook("playbooks/preflight.yml", limit=WORKER, expect_success=False)
     (fail,) = [t for t in refused.failed_tasks() if t["task"] == "Check every node is in the play"]
     assert "missing spark-head" in fail["msg"] and "without --limit" in fail["msg"]

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import file_digests, wanted_digests
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 CONTRACT = {
     "schema": 1, "path": "tensorfold", "head": "spark-head", "workers": ["spark-worker"],
@@ -50,6 +52,10 @@ def test_written_once_then_unchanged_and_read_back(config_dir):
     assert first["changed"] is True
     second, _proc = ansible(present)
     assert second["changed"] is False
+    # What the preflight's gather reads back is what the controller expects of this contract,
+    # so a converged preflight skips the write (the bytes went through the module's JSON).
+    assert file_digests(config_dir) == wanted_digests(CONTRACT, "spark-worker")
+    assert file_digests(config_dir + "-none") == {"cluster.json": None, "cluster.env": None}
     with open(os.path.join(config_dir, "cluster.json")) as handle:
         assert json.load(handle) == CONTRACT
     read, _proc = ansible({"state": "read", "config_dir": config_dir})

@@ -15,7 +15,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cx7_fixtures as fx  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import validate  # noqa: E402
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import (  # noqa: E402
+    ENV_NAME,
+    JSON_NAME,
+    file_digests,
+    render_env,
+    render_json,
+    validate,
+    wanted_digests,
+)
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._files import write_atomic  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._node_facts import disk_entry  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils import _cx7_preflight  # noqa: E402
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._cx7_nodes import disk_groups  # noqa: E402
@@ -90,6 +99,46 @@ def test_healthy_pair_is_ok_and_derives_nccl_settings_and_contract(cluster):
                      "memory.mem_available", "disk.free", "rdma.gid_index_uniform"}
     assert all(set(c) >= {"check", "node", "status", "level", "expected", "found", "fix", "message"}
                for c in report["checks"])
+
+
+def _persisted(tmp_path, contract, node):
+    """The files cluster_contract state=present writes for ``node``, and the digests the gather
+    reads back from them (the module's own code on both sides)."""
+    directory = tmp_path / node
+    write_atomic(str(directory / JSON_NAME), render_json(contract))
+    write_atomic(str(directory / ENV_NAME), render_env(contract, node))
+    return directory, file_digests(str(directory))
+
+
+def test_persist_names_only_the_nodes_whose_contract_files_differ(cluster, tmp_path):
+    cfg, results, probes, listen = cluster
+    # Nothing persisted yet (no digests gathered): every node is written.
+    contract = evaluate(cfg, results, probes, listen)["contract"]
+    assert evaluate(cfg, results, probes, listen)["persist"] == [HEAD, WORKER]
+    for entry in results:
+        entry["contract_files"] = _persisted(tmp_path, contract, entry["item"])[1]
+    assert evaluate(cfg, results, probes, listen)["persist"] == []
+    # A hand edit of the worker's cluster.env: that node alone is written again.
+    worker_dir = tmp_path / WORKER
+    (worker_dir / ENV_NAME).write_text((worker_dir / ENV_NAME).read_text() + "GLM53_EXTRA=1\n")
+    fx.by_node(results, WORKER)["contract_files"] = file_digests(str(worker_dir))
+    assert evaluate(cfg, results, probes, listen)["persist"] == [WORKER]
+    # Another cluster's contract on the head (a changed master port): the head differs too.
+    cfg = dict(cfg, master_port=29552)
+    _plan, probes, listen = fx.probe(cfg, results)
+    assert evaluate(cfg, results, probes, listen)["persist"] == [HEAD, WORKER]
+
+
+def test_persist_sends_an_unusable_contract_to_every_node_for_the_module_to_refuse(cluster):
+    cfg, results, probes, listen = cluster
+    report = evaluate(cfg, results, probes, listen)
+    contract = copy.deepcopy(report["contract"])
+    contract["ssh_user"] = "not a login"
+    assert validate(contract)
+    observed = {node: {"contract_files": wanted_digests(contract, node)} for node in (HEAD, WORKER)}
+    assert _cx7_preflight.persist_nodes(contract, observed) == [HEAD, WORKER]
+    assert _cx7_preflight.persist_nodes(report["contract"], {
+        node: {"contract_files": wanted_digests(report["contract"], node)} for node in (HEAD, WORKER)}) == []
 
 
 def test_unreachable_worker_fails_once_and_skips_what_needs_it(cluster):
