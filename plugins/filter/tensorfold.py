@@ -16,12 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._api_endpoint import probe_url
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_images import image_entry, image_state, input_label
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import (
-    TENSORFOLD,
-    ReadsError,
-    checkout_current,
-    parse_reads,
-)
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import TENSORFOLD, ReadsError, node_reads
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_run import start_failure
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._tf_env import (
     EnvSyntaxError,
@@ -100,12 +95,9 @@ def tensorfold_reads(stdout, checkouts=None):
     prod.env's hash and mode, the images. ``checkouts``: ``{name: {commit, repo}}`` of the
     checkouts this node needs; for each, ``<name>_current`` says its git task has nothing to do."""
     try:
-        reads = parse_reads(stdout, *TENSORFOLD)
+        return node_reads(stdout, TENSORFOLD, _plain(checkouts))
     except ReadsError as exc:
         raise AnsibleFilterError("tensorfold_reads: %s" % exc)
-    for name, pin in (_plain(checkouts) or {}).items():
-        reads[name + "_current"] = checkout_current(reads, name, pin.get("commit"), pin.get("repo"))
-    return reads
 
 
 def tensorfold_image_entry(images, tag):

@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import worker_container
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import VLLM, parse_reads
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import VLLM, node_reads
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._vllm_images import (
     IMAGE,
     image_build_needed,
@@ -67,9 +67,11 @@ def vllm_image_ship(head_id, worker_ids):
     return _call("vllm_image_ship", image_ship_targets, _plain(head_id), _plain(worker_ids))
 
 
-def vllm_node_reads(stdout):
-    """One node's read (``_node_reads``): the recipe's trees and the base id (head), the image, the rank container."""
-    return _call("vllm_node_reads", parse_reads, str(stdout or ""), *VLLM)
+def vllm_node_reads(stdout, checkouts=None):
+    """One node's read (``_node_reads``): the recipe's checkout, trees and the base id (head), the
+    rank cache directory, the image, the rank container; ``recipe_current`` where ``checkouts``
+    names the recipe."""
+    return _call("vllm_node_reads", node_reads, str(stdout or ""), VLLM, _plain(checkouts))
 
 
 def vllm_image_id(inspect):

@@ -181,18 +181,21 @@ def test_a_worker_with_another_image_gets_the_heads_and_keeps_its_rank(deployed,
 def test_a_missing_shard_on_a_worker_is_refused_before_any_start(deployed, run_playbook):
     before = ids_and_starts()
     # hf_weights would fetch the shard again (that is its job); run vllm_nvfp4 alone with the
-    # weights facts an earlier hf_weights run published, as a shard lost after the weights check.
+    # weights facts an earlier hf_weights run published, as a shard lost after the weights check,
+    # and a changed rank environment, so the ranks must restart: the checkpoint is checked before
+    # anything is stopped (healthy ranks left alone load nothing, so a rerun does not check it).
     facts = deployed["run"].task_results("Publish glm53_weights")
     glm53_weights = facts[HEAD]["ansible_facts"]["glm53_weights"]
     shard = f"{SNAPSHOT}/model-00002-of-00002.safetensors"
     spark(WORKER, f"mv {shard} {shard}.away")
     try:
-        run = run_playbook(SITE, tags=["vllm_nvfp4"], extravars=dict(VLLM, glm53_weights=glm53_weights),
-                           expect_success=False)
+        run = run_playbook(SITE, tags=["vllm_nvfp4"], expect_success=False, extravars=dict(
+            VLLM, glm53_weights=glm53_weights, vllm_nvfp4_extra_env={"GLM53_REFUSED_START": "1"}))
     finally:
         spark(WORKER, f"mv {shard}.away {shard}")
     run.assert_failed()
     assert f"spark-worker: checkpoint {SNAPSHOT} is incomplete: missing model-00002-of-00002.safetensors" in run.stdout
+    assert task_hosts(run, "Stop every engine on every node (the TensorFold ranks and the previous vLLM ranks)") == []
     assert ids_and_starts() == before, "a refused start touched a rank"
 
 

@@ -30,7 +30,7 @@ def test_start_errors_name_each_node_and_rank_whose_container_did_not_start():
 
 
 def test_a_node_read_that_is_not_in_its_form_fails_naming_the_filter():
-    with pytest.raises(AnsibleFilterError, match="vllm_node_reads: ReadsError: line 1 is 'Error', expected trees="):
+    with pytest.raises(AnsibleFilterError, match="vllm_node_reads: ReadsError: line 1 is 'Error', expected recipe_head="):
         vllm.vllm_node_reads("Error")
 
 

@@ -1,8 +1,10 @@
-"""A path role's one read per node (tensorfold: install.yml; vllm_nvfp4: build.yml): parsed into
+"""A path role's one read per node (tensorfold and vllm_nvfp4: install.yml): parsed into
 its values and JSON sections; anything else in its place fails naming the line."""
 
 import base64
 import json
+import shlex
+import subprocess
 
 import pytest
 
@@ -11,6 +13,8 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._node_reads import
     VLLM,
     ReadsError,
     checkout_current,
+    checkout_read,
+    node_reads,
     parse_reads,
 )
 
@@ -93,25 +97,69 @@ IMAGE = [{"Id": "sha256:" + "e" * 64, "RepoTags": ["glm53-sm121:local"]}]
 CONTAINER = [{"Id": "f" * 64, "Name": "/glm53-vllm", "State": {"Running": True}}]
 
 
-def vllm_output(trees="1" * 40 + " " + "2" * 40, base_id="sha256:" + "9" * 64, image=None, container=None):
+RECIPE = "3c" * 20
+RECIPE_URL = "git://198.18.0.1/recipe.git"
+CACHE = "/home/spark/.cache/glm53-vllm"
+
+
+def vllm_output(trees="1" * 40 + " " + "2" * 40 + " ", base_id="sha256:" + "9" * 64, image=None, container=None,
+                recipe=RECIPE, cache_mode="755"):
     """As the task prints it; ``image``/``container`` None: the inspect of one, [] (or nothing): none."""
     image, container = IMAGE if image is None else image, CONTAINER if container is None else container
-    return "trees=%s\nbase_id=%s\nimage:\n%s\ncontainer:\n%s\n" % (
-        trees, base_id, json.dumps(image, indent=4) if image else "[]", json.dumps(container, indent=4) if container else "")
+    checkout = "recipe_head=%s\nrecipe_url=%s\nrecipe_clean=%s\n" % (
+        recipe, RECIPE_URL if recipe else "", "yes" if recipe else "no")
+    return checkout + "trees=%s\nbase_id=%s\ncache_dir=%s\ncache_mode=%s\nimage:\n%s\ncontainer:\n%s\n" % (
+        trees, base_id, CACHE, cache_mode, json.dumps(image, indent=4) if image else "[]",
+        json.dumps(container, indent=4) if container else "")
 
 
 def test_the_vllm_heads_read_has_each_section_apart():
-    reads = parse_reads(vllm_output(), *VLLM)
-    assert reads == {"trees": "1" * 40 + " " + "2" * 40, "base_id": "sha256:" + "9" * 64, "image": IMAGE,
-                     "container": CONTAINER}
+    reads = node_reads(vllm_output(), VLLM, {"recipe": {"commit": RECIPE, "repo": RECIPE_URL}})
+    assert reads == {"recipe_head": RECIPE, "recipe_url": RECIPE_URL, "recipe_clean": "yes",
+                     "trees": "1" * 40 + " " + "2" * 40, "base_id": "sha256:" + "9" * 64, "cache_dir": CACHE,
+                     "cache_mode": "755", "image": IMAGE, "container": CONTAINER, "recipe_current": True}
 
 
-def test_a_vllm_worker_without_a_rank_has_empty_sections():
-    reads = parse_reads(vllm_output(trees="", base_id="", image=[], container=[]), *VLLM)
-    assert reads == {"trees": "", "base_id": "", "image": [], "container": []}
+def test_a_vllm_worker_without_a_rank_has_empty_sections_and_no_checkout_to_judge():
+    reads = node_reads(vllm_output(recipe="", trees="", base_id="", image=[], container=[], cache_mode=""), VLLM)
+    assert reads == {"recipe_head": "", "recipe_url": "", "recipe_clean": "no", "trees": "", "base_id": "",
+                     "cache_dir": CACHE, "cache_mode": "", "image": [], "container": []}
 
 
 def test_a_missing_second_section_is_named():
     with pytest.raises(ReadsError) as raised:
         parse_reads(vllm_output().split("container:")[0], *VLLM)
-    assert "no container: line after trees, base_id, image" in str(raised.value)
+    assert "no container: line after recipe_head, recipe_url, recipe_clean, trees, base_id, cache_dir, cache_mode, image" \
+        in str(raised.value)
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=lab@example.invalid", "-c", "user.name=lab"] + list(args),
+                   check=True, capture_output=True)
+
+
+def _read(path_sh, name):
+    """The read's checkout lines, run by bash as the path roles' read runs them."""
+    proc = subprocess.run(["bash", "-c", "set -eu\n" + checkout_read(path_sh, name)], check=True,
+                          capture_output=True, text=True)
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines())
+
+
+def test_the_checkout_shell_reads_head_remote_and_tracked_changes(tmp_path):
+    repo = tmp_path / "recipe"
+    assert _read(shlex.quote(str(repo)), "recipe") == {"recipe_head": "", "recipe_url": "", "recipe_clean": "no"}
+    _git(tmp_path, "init", "-q", str(repo))
+    (repo / "f").write_text("one\n")
+    _git(repo, "add", "f")
+    _git(repo, "commit", "-qm", "one")
+    _git(repo, "remote", "add", "origin", RECIPE_URL)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    assert _read(shlex.quote(str(repo)), "recipe") == {"recipe_head": head, "recipe_url": RECIPE_URL,
+                                                        "recipe_clean": "yes"}
+    (repo / "untracked").write_text("left alone by the git module too\n")
+    assert _read(shlex.quote(str(repo)), "recipe")["recipe_clean"] == "yes"
+    (repo / "f").write_text("changed\n")
+    assert _read(shlex.quote(str(repo)), "recipe")["recipe_clean"] == "no"
+    # A node without this checkout prints the keys empty.
+    assert _read("", "kit") == {"kit_head": "", "kit_url": "", "kit_clean": "no"}
