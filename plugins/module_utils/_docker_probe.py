@@ -1,17 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgx_spark.glm53 contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Private helpers: read what ``docker info``, ``docker ps``, ``systemctl show`` and the user
-database say, as plain data (docker_runtime_info, spark_node_facts, engine_stop). Not a public API."""
+"""Private helpers: read what ``docker info``, ``docker ps``, ``docker inspect``, ``systemctl show``
+and the user database say, as plain data (docker_runtime_info, spark_node_facts, engine_stop).
+Not a public API."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import grp
 import json
 import os
 import pwd
+import re
+import time
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._engines import path_of
 
 # `docker info --format '{{json .}}'`: one JSON object, client and server fields.
 DOCKER_INFO_FORMAT = "{{json .}}"
@@ -86,6 +92,58 @@ def parse_docker_ps(text):
         cid = entry.get("ID") or ""
         out[cid] = {"id": cid, "name": (entry.get("Names") or "").split(",")[0], "labels": labels}
     return out
+
+
+_STARTED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
+
+
+def started_seconds(text):
+    """Docker's ``State.StartedAt`` (RFC 3339 in UTC, ``2026-12-04T17:53:23.620838138Z``) as
+    Unix seconds, or None (never started: ``0001-01-01T00:00:00Z`` reads as long ago)."""
+    match = _STARTED.match(text or "")
+    if not match:
+        return None
+    return calendar.timegm(time.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S")) + float("0" + (match.group(2) or ""))
+
+
+def daemon_started(service, now=None, monotonic=None):
+    """When docker.service last became active, in Unix seconds, from ``systemctl show``'s
+    ``ActiveEnterTimestampMonotonic`` (microseconds on the kernel's monotonic clock, which every
+    systemd has); None when the service is not active or systemd did not say."""
+    service = service or {}
+    value = service.get("ActiveEnterTimestampMonotonic") or ""
+    if service.get("ActiveState") != "active" or not value.isdigit() or int(value) == 0:
+        return None
+    now = time.time() if now is None else now
+    monotonic = time.monotonic() if monotonic is None else monotonic
+    return now - (monotonic - int(value) / 1e6)
+
+
+def _requests_gpu(host_config):
+    return any("gpu" in (caps or []) for request in host_config.get("DeviceRequests") or []
+               for caps in request.get("Capabilities") or [])
+
+
+def gpu_engine_proof(inspects, since):
+    """The first of ``inspects`` (``docker inspect`` objects) that is a running engine container
+    of ours (``_engines.path_of``: by label, else by whole name) started with a GPU request
+    (``--gpus``, a device request with the ``gpu`` capability) at or after ``since`` (the
+    daemon's start, Unix seconds): ``{name, path, image, started}``; None when there is none.
+    Such a container got the GPU from this daemon with its current configuration, so it proves
+    what a test container would; one older than the daemon (live restore) proves nothing."""
+    if since is None:
+        return None
+    for entry in inspects or []:
+        if not isinstance(entry, dict):
+            continue
+        name = (entry.get("Name") or "").lstrip("/")
+        config, state = entry.get("Config") or {}, entry.get("State") or {}
+        path = path_of(name, config.get("Labels") or {})
+        started = started_seconds(state.get("StartedAt"))
+        if (path and state.get("Running") and not state.get("Restarting") and started is not None
+                and started >= since and _requests_gpu(entry.get("HostConfig") or {})):
+            return {"name": name, "path": path, "image": config.get("Image"), "started": state.get("StartedAt")}
+    return None
 
 
 def parse_systemctl_show(stdout):

@@ -20,6 +20,9 @@ description:
     daemon answered, runs C(docker run --rm --gpus all) of a local image - O(test_image), or when that is empty the
     first of O(known_images) already on the node. That container is the only proof that a container gets the GPU;
     C(docker info) listing the runtime is not.
+  - An engine container of the collection's serving paths that runs with a GPU request (C(--gpus)) and was started
+    after C(docker.service) last became active is the same proof, so while one serves no test container is run
+    (C(test_run.source=running_engine)); one older than the daemon (live restore) does not count.
   - Every command runs with a deadline; a command that wedges comes back with C(timed_out=true), the command line
     and the deadline, and the module still returns everything else.
   - The role C(dgx_spark.glm53.docker_runtime) judges the result on the controller; this module never fails for
@@ -133,9 +136,10 @@ daemon_json:
                      missing: [runtimes.nvidia]}}
 test_run:
   description:
-    - The container check. C(source) says where the image came from - V(test_image), V(known_image), or null when
-      no image was run (the daemon did not answer, or none of the images was on the node). C(tried) lists the images
-      looked for, in order. C(ran) is false when no container was started.
+    - The container check. C(source) says where the image came from - V(test_image), V(known_image),
+      V(running_engine) (no container was run: C(engine) names the running engine container, its path, image and
+      start time, that proves it), or null when no image was run (the daemon did not answer, or none of the images
+      was on the node). C(tried) lists the images looked for, in order. C(ran) is false when no container was started.
   returned: always
   type: dict
   sample: {image: "glm53-tensorfold:lp9001", source: known_image, tried: ["glm53-tensorfold:lp9001"], present: true,
@@ -143,6 +147,7 @@ test_run:
            command: "docker run --rm --gpus all --network none --pull never --entrypoint true glm53-tensorfold:lp9001"}
 """
 
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -152,13 +157,15 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_daemon imp
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._docker_probe import (
     DOCKER_INFO_FORMAT,
     current_user,
+    daemon_started,
+    gpu_engine_proof,
     parse_docker_info,
     parse_systemctl_show,
     session_groups,
     user_groups,
 )
 
-SERVICE_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState")
+SERVICE_PROPERTIES = ("LoadState", "ActiveState", "UnitFileState", "ActiveEnterTimestampMonotonic")
 
 
 def _timed_out_error(res):
@@ -205,6 +212,23 @@ def _docker_info(docker, timeout):
 def _no_run(image=None):
     return {"image": image, "source": None, "tried": [], "present": False, "ran": False, "ok": False, "rc": None,
             "stderr": "", "timed_out": False, "command": None, "error": None}
+
+
+def _engine_proof(docker, service, timeout):
+    """A running engine container that already proves the GPU (gpu_engine_proof), or None."""
+    since = daemon_started(service)
+    if since is None:
+        return None
+    listed = run_with_timeout([docker, "ps", "--quiet", "--no-trunc", "--filter", "status=running"], timeout)
+    ids = listed["stdout"].split() if listed["rc"] == 0 else []
+    if not ids:
+        return None
+    inspect = run_with_timeout([docker, "container", "inspect"] + ids, timeout)
+    try:
+        found = json.loads(inspect["stdout"] or "[]") if inspect["rc"] == 0 else []
+    except ValueError:
+        found = []
+    return gpu_engine_proof(found if isinstance(found, list) else [], since)
 
 
 def _test_run(docker, image, known_images, command, timeout):
@@ -280,7 +304,10 @@ def main():
         daemon = _docker_info(docker_path, timeout)
 
     test_run = _no_run(image=params["test_image"] or None)
-    if daemon["answered"]:
+    proof = _engine_proof(docker_path, service, timeout) if daemon["answered"] else None
+    if proof:
+        test_run.update(image=proof["image"], source="running_engine", present=True, ok=True, engine=proof)
+    elif daemon["answered"]:
         test_run = _test_run(docker_path, params["test_image"], params["known_images"], params["test_command"], timeout)
 
     module.exit_json(changed=False, user=user, docker=docker, nvidia_ctk=nvidia_ctk, daemon=daemon,

@@ -435,6 +435,13 @@ def plan(probe, settings, node, become=False, check_mode=False, final=False, pla
         actions = ", ".join(ACTIONS[st["step"]] % {"user": deploy} for st in steps)
         out["summary"] = ["%s: %s; %s: %s" % (node, "; ".join(st["missing"] for st in steps),
                                               "a real run would" if check_mode else "fixing with become", actions)]
+    elif gpu == "proven" and run.get("source") == "running_engine":
+        engine = run.get("engine") or {}
+        out["status"] = "ready"
+        out["summary"] = ["%s: Docker and the %s runtime are ready for %s: the %s engine container %s (%s) has run "
+                          "with the GPU since %s, after docker.service started, so no test container was run"
+                          % (node, s["runtime"], deploy, engine.get("path"), engine.get("name"), out["gpu_image"],
+                             engine.get("started"))]
     elif gpu == "proven":
         out["status"] = "ready"
         out["summary"] = ["%s: Docker and the %s runtime are ready for %s: a `docker run --gpus all` container of %s "

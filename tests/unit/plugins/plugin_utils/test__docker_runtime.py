@@ -448,3 +448,16 @@ def test_plugin_defaults_are_the_roles_defaults():
         if key == "runtime":
             continue
         assert role[name] == value, name
+
+
+def test_a_running_engine_proves_the_gpu_and_says_so():
+    engine = {"name": "glm53-tf-r1", "path": "tensorfold", "image": "glm53-tensorfold:lp9001",
+              "started": "2026-12-04T17:53:23.620838138Z"}
+    probe = healthy(test_run__source="running_engine", test_run__ran=False, test_run__rc=None, test_run__command=None,
+                    test_run__image="glm53-tensorfold:lp9001", test_run__tried=[], test_run__engine=engine)
+    result = decide(probe)
+    assert result["status"] == "ready" and result["gpu_image"] == "glm53-tensorfold:lp9001"
+    assert result["summary"] == [
+        "spark-worker: Docker and the nvidia runtime are ready for spark: the tensorfold engine container glm53-tf-r1 "
+        "(glm53-tensorfold:lp9001) has run with the GPU since 2026-12-04T17:53:23.620838138Z, after docker.service "
+        "started, so no test container was run"]
