@@ -10,23 +10,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import os
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._ops_install import file_sha256
 
 _MODULE = "dgx_spark.glm53.ops_install"
 _ARGS = frozenset(("src", "install_dir", "plan", "config_dir"))
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class ActionModule(ActionBase):
@@ -44,11 +36,11 @@ class ActionModule(ActionBase):
         if not src or not isinstance(src, str):
             raise AnsibleActionFail("ops_install: src (the program on the controller) is required, found %r" % (src,))
         src = os.path.abspath(os.path.expanduser(src))
-        try:
-            args["_program_sha256"] = _sha256(src)
-        except (IOError, OSError) as exc:
-            raise AnsibleActionFail("ops_install: cannot read %s on the controller: %s; fix: run "
-                                    "dgx_spark.glm53.ops_bundle first" % (src, to_native(exc)))
+        # The same digest the node compares against (module_utils/_ops_install.py).
+        args["_program_sha256"] = file_sha256(src)
+        if args["_program_sha256"] is None:
+            raise AnsibleActionFail("ops_install: cannot read %s on the controller (missing, or not a regular file); "
+                                    "fix: run dgx_spark.glm53.ops_bundle first" % src)
         args["src"] = src
         try:
             found = self._execute_module(module_name=_MODULE, module_args=args, task_vars=task_vars)
