@@ -137,8 +137,8 @@ daemon_json:
 test_run:
   description:
     - The container check. C(source) says where the image came from - V(test_image), V(known_image),
-      V(running_engine) (no container was run: C(engine) names the running engine container, its path, image and
-      start time, that proves it), or null when no image was run (the daemon did not answer, or none of the images
+      V(running_engine) (no container was run; C(engine) names the running engine container that proves it, with its
+      path, image and start time), or null when no image was run (the daemon did not answer, or none of the images
       was on the node). C(tried) lists the images looked for, in order. C(ran) is false when no container was started.
   returned: always
   type: dict

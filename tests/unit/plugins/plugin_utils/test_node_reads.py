@@ -155,8 +155,8 @@ def test_the_checkout_shell_reads_head_remote_and_tracked_changes(tmp_path):
     _git(repo, "remote", "add", "origin", RECIPE_URL)
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
                           text=True).stdout.strip()
-    assert _read(shlex.quote(str(repo)), "recipe") == {"recipe_head": head, "recipe_url": RECIPE_URL,
-                                                        "recipe_clean": "yes"}
+    found = _read(shlex.quote(str(repo)), "recipe")
+    assert found == {"recipe_head": head, "recipe_url": RECIPE_URL, "recipe_clean": "yes"}
     (repo / "untracked").write_text("left alone by the git module too\n")
     assert _read(shlex.quote(str(repo)), "recipe")["recipe_clean"] == "yes"
     (repo / "f").write_text("changed\n")
