@@ -71,14 +71,16 @@ sanity: setup
 	install -D -m 0644 tests/sanity/get_pip.py $(GET_PIP_CACHE)
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
-# Two workers (pytest-xdist): most unit tests wait on a child process (a module run, pip,
-# rsync). Tests that measure the page cache, and those that build a shared wheelhouse, are
-# kept together on one worker each (tests/unit/conftest.py), never side by side. Four workers
-# were no faster on a fresh clone (288 s against 285 s): the wheelhouse group, pip and venv
-# work in one worker, got half a core and became the longest path.
+# Four workers (pytest-xdist) on two cores: most unit tests wait on a child process (a module
+# run, pip, rsync) or on a timeout they prove (wait_for_slots' not-ready runs wait 8 s each), so
+# two workers kept the cores 70% busy. On this workplace's 2-core machine the suite took 249 s
+# with two workers, 212 s with three and 192 s with four, the same CPU (345 s) each time. Tests
+# that measure the page cache, and those that build a shared wheelhouse, are kept together on
+# one worker each (tests/unit/conftest.py), never side by side; the wheelhouse group (74 s)
+# is no longer the longest path.
 # UNIT_SELECT: a marker expression (e.g. `page_cache`, or `not page_cache`); UNIT_WORKERS=0
 # runs in one process.
-UNIT_WORKERS ?= 2
+UNIT_WORKERS ?= 4
 UNIT_SELECT ?=
 unit: setup
 	python -m pytest tests/unit -n $(UNIT_WORKERS) --dist loadgroup $(if $(UNIT_SELECT),-m "$(UNIT_SELECT)")
@@ -125,7 +127,7 @@ test:
 	  *) cost_opts="$${PYTEST_ADDOPTS:-} -p glm53_test_cost" ;; esac; \
 	for stage in $(TEST_STAGES); do s=$$(date +%s.%N); stage_failed=""; \
 	  case $$stage in \
-	  lab-start) { $(MAKE) --no-print-directory lab-up && $(LAB_TOOL) --lab 2 up && $(LAB_TOOL) --lab 3 up; } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
+	  lab-start) { $(MAKE) --no-print-directory lab-up $(foreach n,$(EXTRA_LABS),&& $(LAB_TOOL) --lab $(n) up); } > .build/lab-up.log 2>&1 & lab=$$!; continue ;; \
 	  lab-up) wait $$lab || stage_failed=1; lab=""; cat .build/lab-up.log ;; \
 	  integration+molecule) GLM53_TEST_COST_DIR=$$cost_dir PYTHONPATH=$(COST_PLUGIN)$${PYTHONPATH:+:$$PYTHONPATH} \
 	    PYTEST_ADDOPTS="$$cost_opts" $(MAKE) --no-print-directory integration INTEGRATION_LAB1_THEN=molecule || stage_failed=1 ;; \
@@ -176,7 +178,7 @@ lab-up:
 
 lab-down:
 	$(LAB_TOOL) down
-	for n in 2 3; do if [ -e /run/netns/glm53-lab-$$n ]; then $(LAB_TOOL) --lab $$n down; fi; done
+	for n in 2 3 4; do if [ -e /run/netns/glm53-lab-$$n ]; then $(LAB_TOOL) --lab $$n down; fi; done
 
 lab-status:
 	$(LAB_TOOL) status $(LAB_NODES)
@@ -193,47 +195,49 @@ lab: setup lab-up
 	ansible-playbook -i $$inventory playbooks/site.yml -e path=tensorfold
 	bash lab/demo.sh
 
-# End-to-end tests on the lab (the `lab` fixture brings it up), in three sessions side by side:
-# the modules in LAB2_TESTS on lab 2 and LAB3_TESTS on lab 3 (the same lab again, each in a
+# End-to-end tests on the lab (the `lab` fixture brings it up), in four sessions side by side:
+# the modules in LAB<n>_TESTS on lab n for each n in EXTRA_LABS (the same lab again, each in a
 # network namespace and Docker engine of its own: lab/sparklab/netns.py), the rest on lab 1.
 # They wait on Ansible, SSH, the simulated engines and the watchdog's ticks far more than on
-# the CPU, so running them side by side divides the time. INTEGRATION_LABS=1 runs them all on lab 1. pytest exits 5 when it collects nothing,
-# which fails this target as it should. Every test's time is kept in .build/integration*.xml
+# the CPU, so running them side by side divides the time. INTEGRATION_LABS=1 runs them all on
+# lab 1. pytest exits 5 when it collects nothing, which fails this target as it should. Every test's time is kept in .build/integration*.xml
 # (benchmarks/test_times.py reads them: where the time goes).
-INTEGRATION_LABS ?= 2
-# A make target run on lab 1 once its session passed, while labs 2 and 3 finish theirs (make
-# test: molecule, whose scenario deploys on lab 1 and takes it down at the end). Labs 2 and 3
+INTEGRATION_LABS ?= 4
+# A make target run on lab 1 once its session passed, while the other labs finish theirs (make
+# test: molecule, whose scenario deploys on lab 1 and takes it down at the end). The other labs
 # have their own network namespace, Docker engine, hub and state, so nothing of theirs is
 # touched; after the first session ended the two cores had been half idle for minutes. With
 # INTEGRATION_LABS=1 it runs after the one session, so make test never drops it.
 INTEGRATION_LAB1_THEN ?=
-# About a third of the time each (benchmarks/test_times.py on .build/integration*.xml). A
-# module starts from the lab's baseline (no container, no contract) but keeps the images,
+# A module starts from the lab's baseline (no container, no contract) but keeps the images,
 # weights and virtualenvs an earlier module on the same lab made, so modules that deploy the
 # same path share a lab: lab 1 runs path tensorfold (test_tensorfold), the weights' mirror and
-# the small modules; lab 2 the preflight, the weights and the four-node lab (which deploys
-# path vllm on four nodes); lab 3 the watchdog, whose ticks are mostly waiting, and path vllm,
-# whose image test_vllm builds once for test_watchdog_vllm too.
+# the small modules, then molecule; lab 2 the preflight, the weights and the four-node lab
+# (which deploys path vllm on four nodes); lab 3 the watchdog, whose ticks are mostly waiting,
+# and the lab's own fault helpers; lab 4 path vllm, whose image test_vllm builds once for
+# test_watchdog_vllm too. With three sessions lab 3 (watchdog and vllm) ran alone for the last
+# minutes and all three waited at once for two: a fourth divides the waits, not the CPU
+# (benchmarks/test_cost.py on make test: the cores' busy share by minute).
+EXTRA_LABS := 2 3 4
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
-  test_hf_weights.py test_lab.py)
-LAB3_TESTS := $(addprefix tests/integration/,test_watchdog.py test_vllm.py test_watchdog_vllm.py)
+  test_hf_weights.py)
+LAB3_TESTS := $(addprefix tests/integration/,test_watchdog.py test_lab.py)
+LAB4_TESTS := $(addprefix tests/integration/,test_vllm.py test_watchdog_vllm.py)
 integration: setup
 	mkdir -p .build; \
 	if [ "$(INTEGRATION_LABS)" = 1 ]; then python -m pytest -m lab tests/integration --junitxml=.build/integration.xml; \
 	  $(if $(INTEGRATION_LAB1_THEN),$(MAKE) --no-print-directory $(INTEGRATION_LAB1_THEN);) exit 0; fi; \
-	for n in 2 3; do $(LAB_TOOL) --lab $$n up > .build/lab$$n-up.log 2>&1 || { cat .build/lab$$n-up.log; exit 1; }; done; \
-	$(LAB_TOOL) --lab 2 run -- python -m pytest -p no:cacheprovider -m lab $(LAB2_TESTS) \
-	  --junitxml=.build/integration-lab2.xml > .build/integration-lab2.log 2>&1 & two=$$!; \
-	$(LAB_TOOL) --lab 3 run -- python -m pytest -p no:cacheprovider -m lab $(LAB3_TESTS) \
-	  --junitxml=.build/integration-lab3.xml > .build/integration-lab3.log 2>&1 & three=$$!; \
-	one=0; python -m pytest -m lab tests/integration $(addprefix --ignore=,$(LAB2_TESTS) $(LAB3_TESTS)) \
+	for n in $(EXTRA_LABS); do $(LAB_TOOL) --lab $$n up > .build/lab$$n-up.log 2>&1 || { cat .build/lab$$n-up.log; exit 1; }; done; \
+	$(foreach n,$(EXTRA_LABS),$(LAB_TOOL) --lab $(n) run -- python -m pytest -p no:cacheprovider -m lab $(LAB$(n)_TESTS) \
+	  --junitxml=.build/integration-lab$(n).xml > .build/integration-lab$(n).log 2>&1 & pid$(n)=$$!;) \
+	one=0; python -m pytest -m lab tests/integration $(addprefix --ignore=,$(foreach n,$(EXTRA_LABS),$(LAB$(n)_TESTS))) \
 	  --junitxml=.build/integration.xml || one=$$?; \
 	if [ -n "$(INTEGRATION_LAB1_THEN)" ] && [ $$one = 0 ]; then \
 	  $(MAKE) --no-print-directory $(INTEGRATION_LAB1_THEN) || one=$$?; fi; \
-	two_rc=0; wait $$two || two_rc=$$?; three_rc=0; wait $$three || three_rc=$$?; \
-	echo "--- lab 2's session ($(LAB_TOOL) --lab 2): exit $$two_rc ---"; cat .build/integration-lab2.log; \
-	echo "--- lab 3's session ($(LAB_TOOL) --lab 3): exit $$three_rc ---"; cat .build/integration-lab3.log; \
-	exit $$(( one || two_rc || three_rc ))
+	others=0; $(foreach n,$(EXTRA_LABS),rc=0; wait $$pid$(n) || rc=$$?; \
+	  echo "--- lab $(n)'s session ($(LAB_TOOL) --lab $(n)): exit $$rc ---"; cat .build/integration-lab$(n).log; \
+	  [ $$rc = 0 ] || others=1;) \
+	exit $$(( one || others ))
 
 # Every scenario in molecule/; the shared lab is created once and destroyed once.
 # Fresh molecule state each time: molecule skips `create` when its state file says

@@ -1,4 +1,4 @@
-"""Unit tests run on two pytest-xdist workers (make unit). Tests that must not run beside
+"""Unit tests run on four pytest-xdist workers (make unit). Tests that must not run beside
 each other are grouped onto one worker (--dist loadgroup):
 
 - page_cache: they measure or perturb the page cache (fincore and mincore readings, a
