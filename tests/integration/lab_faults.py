@@ -671,7 +671,11 @@ class stale_namespace(Fault):  # noqa: N801
     """What a killed controller can leave: a network namespace, mounted in the engine's exec
     root beside the node's own, whose interface on the management bridge holds `node`'s
     address and has no process behind it. It answers ARP for the address, so a connect gets
-    a reset ("Connection refused") while the node's sshd runs. Undo deletes it."""
+    a reset ("Connection refused") while the node's sshd runs. Undo deletes it.
+
+    Which of the two answers an ARP request first is a race (on a loaded machine the node's
+    own interface sometimes won, and ssh worked); the fault is the case where the stale one
+    won, so it sets the controller's neighbour entry to the stale interface's MAC itself."""
 
     def __init__(self, node: str):
         super().__init__()
@@ -686,7 +690,8 @@ class stale_namespace(Fault):  # noqa: N801
                   f"ip link add {self.veth} type veth peer name eth0 netns {ns} && "
                   f"ip link set {self.veth} master glm53lab-mgmt up && "
                   f"nsenter --net={ns} sh -c 'ip addr add {self.address}/24 dev eth0 && ip link set eth0 up' && "
-                  "ip neigh flush dev glm53lab-mgmt")
+                  f"mac=$(nsenter --net={ns} ip -br link show dev eth0 | awk '{{print $3}}') && "
+                  f"ip neigh replace {self.address} lladdr \"$mac\" dev glm53lab-mgmt nud reachable")
         subprocess.run(["sh", "-c", script], check=True, capture_output=True, text=True)
 
     def _undo(self):
