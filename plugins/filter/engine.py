@@ -11,7 +11,7 @@ __metaclass__ = type
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._plain import plain as _plain
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_plan import run_plan
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import (
-    evict_paths, memory_gates, memory_report, short_message,
+    balloon_targets, evict_paths, memory_gates, memory_report, short_message,
 )
 
 
@@ -38,6 +38,11 @@ def engine_memory_gates(named, gate_gib=0, fraction=0):
     return memory_gates(_plain(named), float(gate_gib or 0), float(fraction or 0))
 
 
+def engine_balloon_targets(named, gates, margin_gib=0, fraction=0):
+    """``{node: GiB}`` the balloon aims at on each node still under it: the gate and room for the start's own reads."""
+    return balloon_targets(_plain(named), _plain(gates), float(margin_gib or 0), float(fraction or 0))
+
+
 def engine_memory_short(report, variable):
     """The failure message for the nodes engine_memory_report found short."""
     return short_message(_plain(report), str(variable))
@@ -47,4 +52,5 @@ class FilterModule(object):
     def filters(self):
         return {"engine_run_plan": engine_run_plan, "engine_memory_report": engine_memory_report,
                 "engine_memory_short": engine_memory_short,
-                "engine_memory_gates": engine_memory_gates, "engine_evict_paths": engine_evict_paths}
+                "engine_memory_gates": engine_memory_gates, "engine_evict_paths": engine_evict_paths,
+                "engine_balloon_targets": engine_balloon_targets}

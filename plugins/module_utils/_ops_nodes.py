@@ -23,6 +23,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._ibdev2netdev impo
     roce_v2_ipv4_gids,
 )
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import (
+    balloon_target,
     free_after_balloon,
     memory_summary,
     read_meminfo,
@@ -102,7 +103,8 @@ def evict_here(query):
     if paths:
         evict(paths=paths, method="fadvise", missing="ignore")
     free = memory_summary(read_meminfo())["mem_free"]
-    target = gate + float(query.get("margin_gib") or 0) * GIB
+    target = balloon_target(gate, before["mem_total"], float(query.get("margin_gib") or 0) * GIB,
+                            query.get("gate_fraction"))
     ballooned = False
     if gate and free < target:
         try:

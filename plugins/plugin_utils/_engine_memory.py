@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import math
 
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import free_after_balloon
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._meminfo import balloon_target, free_after_balloon
 
 GIB = float(1 << 30)
 
@@ -62,6 +62,18 @@ def memory_gates(named, gate_gib=0, fraction=0):
         else:
             gates[node] = float(gate_gib or 0)
     return gates
+
+
+def balloon_targets(named, gates, margin_gib=0, fraction=0):
+    """``{node: GiB}``: the MemFree the balloon aims at on each node (module_utils/_meminfo's
+    balloon_target: the gate, plus the margin, plus for a share-of-MemTotal gate half of what the
+    engine leaves to the rest), rounded up to 0.01 GiB. ``gates``: memory_gates' ``{node: GiB}``."""
+    targets = {}
+    for node, res in _by_node(named).items():
+        total = res["memory_before"].get("mem_total") or 0
+        target = balloon_target(float((gates or {}).get(node) or 0) * GIB, total, float(margin_gib or 0) * GIB, fraction)
+        targets[node] = math.ceil(target / GIB * 100) / 100.0
+    return targets
 
 
 def memory_report(named, ballooned=None, gate_gib=0):

@@ -1,4 +1,6 @@
-from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import memory_report, short_message
+from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._engine_memory import (
+    balloon_targets, memory_gates, memory_report, short_message,
+)
 
 GIB = 1 << 30
 
@@ -52,3 +54,15 @@ def test_evict_paths_are_each_nodes_model_folders_and_the_paths_own():
         "head": ["/home/spark/.cache/huggingface/hub/models--zai--GLM", "/home/spark/.cache/huggingface/hub/models--zai--MTP",
                  "~/.cache/glm53-tf/prepared", "~/s"],
         "worker": ["~/.cache/glm53-tf/prepared", "~/s"], "odd": ["~/.cache/glm53-tf/prepared", "~/s"]}
+
+
+def test_balloon_targets_per_node_from_each_nodes_memtotal():
+    results = [{"item": "head", "memory_before": {"mem_free": 3 * GIB, "mem_total": 4 * GIB}},
+               {"item": "worker", "memory_before": {"mem_free": 3 * GIB, "mem_total": 8 * GIB}},
+               {"item": "skipped", "skipped": True}]
+    # vLLM at 0.82: the gate, then half of what it leaves (rounded up to 0.01 GiB).
+    gates = memory_gates(results, fraction=0.82)
+    assert gates == {"head": 3.28, "worker": 6.56}
+    assert balloon_targets(results, gates, margin_gib=0.25, fraction=0.82) == {"head": 3.64, "worker": 7.28}
+    # The kit's fixed gate: the margin only.
+    assert balloon_targets(results, memory_gates(results, gate_gib=3), margin_gib=0.25) == {"head": 3.25, "worker": 3.25}
