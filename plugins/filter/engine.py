@@ -38,9 +38,9 @@ def engine_memory_gates(named, gate_gib=0, fraction=0):
     return memory_gates(_plain(named), float(gate_gib or 0), float(fraction or 0))
 
 
-def engine_balloon_targets(named, gates, margin_gib=0, fraction=0):
+def engine_balloon_targets(named, gates, margin_gib=0):
     """``{node: GiB}`` the balloon aims at on each node still under it: the gate and room for the start's own reads."""
-    return balloon_targets(_plain(named), _plain(gates), float(margin_gib or 0), float(fraction or 0))
+    return balloon_targets(_plain(named), _plain(gates), float(margin_gib or 0))
 
 
 def engine_memory_short(report, variable):

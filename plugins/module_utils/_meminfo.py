@@ -52,18 +52,18 @@ def free_after_balloon(free, balloon_result):
     return max(free, expected) if expected is not None else free
 
 
-def balloon_target(gate, mem_total, margin, fraction=0):
+def balloon_target(gate, mem_total, margin):
     """The MemFree (bytes) the balloon aims at before an engine start, on a node that eviction
-    left under it: the engine's gate plus room for what the engine's own start reads into the page
-    cache before it measures (the daemon's and the image's files, Python, the libraries it
-    imports), which on GB10 counts as used. ``margin`` for every engine; for one that takes a share
-    of MemTotal at load and fails when it is not free (vLLM, ``fraction`` above 0), at least half of
-    what it leaves to everything else, (MemTotal - gate) / 2: a balloon that stopped at the gate
-    plus a fixed 0.25 GiB left a lab vLLM rank 0.01 GiB short once its start had read 0.33 GiB
-    back, and on a Spark the image's libraries are GBs. Both start procedures use it (the engine
-    role's eviction and glm53-ops' evict)."""
+    left under it: the engine's gate plus room for what is read back into the page cache before
+    the engine measures (the daemon's and the image's files, Python, the libraries it imports),
+    which on GB10 counts as used: the larger of ``margin`` and half of what the gate leaves of
+    MemTotal, (MemTotal - gate) / 2. A balloon that stopped at the gate plus a fixed 0.25 GiB
+    left a lab vLLM rank 0.01 GiB short once its start had read 0.33 GiB back, and a lab worker
+    3 MB under the kit's gate, which it then waited out; on a Spark the image's libraries are GBs.
+    The same rule for the kit's gate (GiB) and vLLM's (a share of MemTotal). Both start procedures
+    use it (the engine role's eviction and glm53-ops' evict)."""
     target = float(gate) + float(margin or 0)
-    if float(fraction or 0) > 0 and mem_total and mem_total > gate:
+    if mem_total and mem_total > gate:
         target = max(target, float(gate) + (float(mem_total) - float(gate)) / 2.0)
     return target
 

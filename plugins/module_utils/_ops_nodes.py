@@ -103,8 +103,7 @@ def evict_here(query):
     if paths:
         evict(paths=paths, method="fadvise", missing="ignore")
     free = memory_summary(read_meminfo())["mem_free"]
-    target = balloon_target(gate, before["mem_total"], float(query.get("margin_gib") or 0) * GIB,
-                            query.get("gate_fraction"))
+    target = balloon_target(gate, before["mem_total"], float(query.get("margin_gib") or 0) * GIB)
     ballooned = False
     if gate and free < target:
         try:

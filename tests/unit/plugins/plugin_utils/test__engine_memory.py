@@ -63,6 +63,6 @@ def test_balloon_targets_per_node_from_each_nodes_memtotal():
     # vLLM at 0.82: the gate, then half of what it leaves (rounded up to 0.01 GiB).
     gates = memory_gates(results, fraction=0.82)
     assert gates == {"head": 3.28, "worker": 6.56}
-    assert balloon_targets(results, gates, margin_gib=0.25, fraction=0.82) == {"head": 3.64, "worker": 7.28}
-    # The kit's fixed gate: the margin only.
-    assert balloon_targets(results, memory_gates(results, gate_gib=3), margin_gib=0.25) == {"head": 3.25, "worker": 3.25}
+    assert balloon_targets(results, gates, margin_gib=0.25) == {"head": 3.64, "worker": 7.28}
+    # The kit's fixed gate: the same rule, from each node's MemTotal.
+    assert balloon_targets(results, memory_gates(results, gate_gib=3), margin_gib=0.25) == {"head": 3.5, "worker": 5.5}
