@@ -52,19 +52,27 @@ def free_after_balloon(free, balloon_result):
     return max(free, expected) if expected is not None else free
 
 
+# The share of what the gate leaves of MemTotal that the balloon keeps free over the gate.
+HEADROOM_SHARE = 0.75
+
+
 def balloon_target(gate, mem_total, margin):
     """The MemFree (bytes) the balloon aims at before an engine start, on a node that eviction
     left under it: the engine's gate plus room for what is read back into the page cache before
     the engine measures (the daemon's and the image's files, Python, the libraries it imports),
-    which on GB10 counts as used: the larger of ``margin`` and half of what the gate leaves of
-    MemTotal, (MemTotal - gate) / 2. A balloon that stopped at the gate plus a fixed 0.25 GiB
-    left a lab vLLM rank 0.01 GiB short once its start had read 0.33 GiB back, and a lab worker
-    3 MB under the kit's gate, which it then waited out; on a Spark the image's libraries are GBs.
-    The same rule for the kit's gate (GiB) and vLLM's (a share of MemTotal). Both start procedures
-    use it (the engine role's eviction and glm53-ops' evict)."""
+    which on GB10 counts as used: the larger of ``margin`` and three quarters of what the gate
+    leaves of MemTotal, (MemTotal - gate) * 3 / 4. A balloon that stopped at the gate plus a fixed
+    0.25 GiB left a lab vLLM rank 0.01 GiB short once its start had read 0.33 GiB back, and a lab
+    worker 3 MB under the kit's gate, which it then waited out; at half of that headroom a lab head
+    ballooned to 3.7 GiB read 0.43 GiB back (dockerd, the image, the rank's Python) before vLLM's
+    check and failed it at 3.27 of 3.28 GiB. On a Spark the image's libraries are GBs. The balloon
+    never goes past keep_gib of MemAvailable, so a target out of reach only means a node that
+    starts above the gate but short of the target. The same rule for the kit's gate (GiB) and
+    vLLM's (a share of MemTotal). Both start procedures use it (the engine role's eviction and
+    glm53-ops' evict)."""
     target = float(gate) + float(margin or 0)
     if mem_total and mem_total > gate:
-        target = max(target, float(gate) + (float(mem_total) - float(gate)) / 2.0)
+        target = max(target, float(gate) + (float(mem_total) - float(gate)) * HEADROOM_SHARE)
     return target
 
 

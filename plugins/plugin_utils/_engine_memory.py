@@ -66,8 +66,8 @@ def memory_gates(named, gate_gib=0, fraction=0):
 
 def balloon_targets(named, gates, margin_gib=0):
     """``{node: GiB}``: the MemFree the balloon aims at on each node (module_utils/_meminfo's
-    balloon_target: the gate plus the larger of the margin and half of what the gate leaves of
-    MemTotal), rounded up to 0.01 GiB. ``gates``: memory_gates' ``{node: GiB}``."""
+    balloon_target: the gate plus the larger of the margin and three quarters of what the gate
+    leaves of MemTotal), rounded up to 0.01 GiB. ``gates``: memory_gates' ``{node: GiB}``."""
     targets = {}
     for node, res in _by_node(named).items():
         total = res["memory_before"].get("mem_total") or 0

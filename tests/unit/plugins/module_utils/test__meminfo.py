@@ -44,20 +44,22 @@ GIB = float(1 << 30)
 
 def test_a_fixed_gate_leaves_room_for_what_is_read_back_too():
     # The kit waits for MEM_GATE_GIB (3 GiB in the lab): a worker ballooned to 3.3 GiB read 0.3 GiB
-    # back and sat 3 MB under it. Half of the 1 GiB the gate leaves: 3.5 GiB.
-    assert balloon_target(3 * GIB, 4 * GIB, 0.25 * GIB) == 3.5 * GIB
-    # On a Spark, MEM_GATE_GIB=108 of 121.7 GiB: 6.85 GiB of room.
-    assert round((balloon_target(108 * GIB, 121.7 * GIB, 0.25 * GIB) - 108 * GIB) / GIB, 2) == 6.85
+    # back and sat 3 MB under it. Three quarters of the 1 GiB the gate leaves: 3.75 GiB.
+    assert balloon_target(3 * GIB, 4 * GIB, 0.25 * GIB) == 3.75 * GIB
+    # On a Spark, MEM_GATE_GIB=108 of 121.7 GiB: 10.28 GiB of room.
+    assert round((balloon_target(108 * GIB, 121.7 * GIB, 0.25 * GIB) - 108 * GIB) / GIB, 2) == 10.28
 
 
 def test_a_share_of_memtotal_gate_leaves_room_for_the_starts_own_reads():
     # The lab's vLLM rank: 0.82 x 4 GiB = 3.28 GiB; its start read 0.33 GiB back after a balloon
-    # to 3.53 GiB and failed vLLM's own check 0.01 GiB short. Half the 0.72 GiB it leaves: 3.64 GiB.
+    # to 3.53 GiB and failed vLLM's own check 0.01 GiB short; a head ballooned to 3.7 GiB (half of
+    # the headroom, 3.64) read 0.43 GiB back and failed it at 3.27. Three quarters of the 0.72 GiB
+    # the gate leaves: 3.82 GiB, which that read-back leaves over the gate.
     target = balloon_target(3.28 * GIB, 4 * GIB, 0.25 * GIB)
-    assert abs(target - 3.64 * GIB) < 1e6 and target - 0.33 * GIB >= 3.28 * GIB
-    # On a Spark (121.7 GiB, 0.82): about 11 GiB of room beside the 99.8 GiB vLLM takes.
+    assert abs(target - 3.82 * GIB) < 1e6 and target - 0.43 * GIB >= 3.28 * GIB
+    # On a Spark (121.7 GiB, 0.82): about 16 GiB of room beside the 99.8 GiB vLLM takes.
     spark = balloon_target(0.82 * 121.7 * GIB, 121.7 * GIB, 0.25 * GIB)
-    assert round((spark - 0.82 * 121.7 * GIB) / GIB, 2) == 10.95
-    # A margin larger than that half still wins; a gate at or above MemTotal adds only the margin.
-    assert balloon_target(3.28 * GIB, 4 * GIB, 0.5 * GIB) == 3.78 * GIB
+    assert round((spark - 0.82 * 121.7 * GIB) / GIB, 2) == 16.43
+    # A margin larger than that share still wins; a gate at or above MemTotal adds only the margin.
+    assert balloon_target(3.28 * GIB, 4 * GIB, 0.6 * GIB) == 3.88 * GIB
     assert balloon_target(4 * GIB, 4 * GIB, 0.25 * GIB) == 4.25 * GIB

@@ -60,9 +60,9 @@ def test_balloon_targets_per_node_from_each_nodes_memtotal():
     results = [{"item": "head", "memory_before": {"mem_free": 3 * GIB, "mem_total": 4 * GIB}},
                {"item": "worker", "memory_before": {"mem_free": 3 * GIB, "mem_total": 8 * GIB}},
                {"item": "skipped", "skipped": True}]
-    # vLLM at 0.82: the gate, then half of what it leaves (rounded up to 0.01 GiB).
+    # vLLM at 0.82: the gate, then three quarters of what it leaves (rounded up to 0.01 GiB).
     gates = memory_gates(results, fraction=0.82)
     assert gates == {"head": 3.28, "worker": 6.56}
-    assert balloon_targets(results, gates, margin_gib=0.25) == {"head": 3.64, "worker": 7.28}
+    assert balloon_targets(results, gates, margin_gib=0.25) == {"head": 3.82, "worker": 7.64}
     # The kit's fixed gate: the same rule, from each node's MemTotal.
-    assert balloon_targets(results, memory_gates(results, gate_gib=3), margin_gib=0.25) == {"head": 3.5, "worker": 5.5}
+    assert balloon_targets(results, memory_gates(results, gate_gib=3), margin_gib=0.25) == {"head": 3.75, "worker": 6.75}
