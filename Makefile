@@ -177,7 +177,7 @@ LAB_NODES := $(if $(NODES),--nodes $(NODES))
 lab-up:
 	$(LAB_TOOL) up $(LAB_NODES)
 
-# Lab 1, then every lab of EXTRA_LABS side by side: each copies lab 1's images into an engine
+# Lab 1, then every lab of EXTRA_LABS side by side: each copies lab 1's node image into an engine
 # of its own and starts its own nodes, hub and git daemon; one after the other, lab 4 came up
 # 44 s after sanity had ended, and make test waited for it.
 labs-up:

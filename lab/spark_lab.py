@@ -24,7 +24,7 @@ from sparklab.daemons import terminate
 from sparklab.health import node_health, status
 from sparklab.host import ENGINE_BIP, ENGINE_POOL, debian_mirror, engine_answers, ensure_engine, ensure_tools
 from sparklab.images import (
-    PYTORCH_DIR, PYTORCH_IMAGE, drop_other_tags, ensure_images, ensure_pytorch_image, ensure_pytorch_in_node,
+    PYTORCH_DIR, PYTORCH_IMAGE, drop_other_tags, ensure_images, ensure_images_in_node, ensure_pytorch_image,
     image_exists, tree_hash,
 )  # fmt: skip
 from sparklab.inventory import ensure_inventory, inventory_files, inventory_path

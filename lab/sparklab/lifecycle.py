@@ -14,8 +14,7 @@ import baseline
 from sparklab.commands import LabError, docker, inspect, log, node_exec
 from sparklab.host import engine_answers, ensure_engine, ensure_tools
 from sparklab.images import (
-    VLLM_BASE_IMAGE, drop_other_tags, ensure_image_in_node, ensure_images, ensure_pytorch_image, ensure_pytorch_in_node,
-    ensure_vllm_base_image,
+    drop_other_tags, ensure_images, ensure_images_in_node, ensure_pytorch_image, ensure_vllm_base_image,
 )
 from sparklab.inventory import ensure_inventory
 from sparklab.labgit import GIT_URL, ensure_git_server, stop_git_server
@@ -104,7 +103,7 @@ def up(nodes: int | None = None) -> Lab:
         ensure_engine(changes)
         image, base = ensure_images(changes)
         pytorch = ensure_pytorch_image(base, changes)
-        vllm_base = ensure_vllm_base_image(changes)
+        vllm_base = ensure_vllm_base_image(pytorch, changes)
         ensure_networks(changes)
         ensure_cable_rules(changes)
         ensure_hub(changes)
@@ -116,9 +115,9 @@ def up(nodes: int | None = None) -> Lab:
         # A run killed mid-fault leaves it in place: undo it (a deployment stays).
         changes += restore_baseline(lab)
         changes += per_node(ensure_busybox, lab)
-        changes += per_node(lambda node: ensure_pytorch_in_node(node, pytorch), lab)
-        # The recipe's base only on the head, as a Spark head pulls it: the workers get the built image.
-        changes += ensure_image_in_node(lab[0], VLLM_BASE_IMAGE, vllm_base)
+        # The kit's base on every node; the vLLM recipe's base only on the head, as a Spark head
+        # pulls it: the workers get the built image.
+        changes += per_node(lambda node: ensure_images_in_node(node, [pytorch] + ([vllm_base] if node is lab[0] else [])), lab)
         inventory = ensure_inventory(lab, changes)
         # Builds of older recipes, now that no node runs on them.
         drop_other_tags("glm53-lab/node", image)
