@@ -6,11 +6,12 @@ import http.server
 import json
 import os
 import stat
-import subprocess
 import sys
 import threading
 
 import pytest
+
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 KEYS = os.path.join(ROOT, "tests", "unit", "fixtures", "openpgp")
@@ -56,7 +57,7 @@ def ansible(args, check=False):
                NO_PROXY="127.0.0.1")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
            "-m", "dgx_spark.glm53.apt_keyring", "-a", json.dumps(args)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = ansiballz.run(cmd, cwd=ROOT, env=env, timeout=120)
     return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._cluster_contract import file_digests, wanted_digests
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 CONTRACT = {
@@ -32,7 +33,7 @@ def ansible(args, check=False, human=False):
         env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
            "-m", "dgx_spark.glm53.cluster_contract", "-a", json.dumps(args)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = ansiballz.run(cmd, cwd=ROOT, env=env, timeout=120)
     if human:
         return proc.stdout + proc.stderr
     data = json.loads(proc.stdout)

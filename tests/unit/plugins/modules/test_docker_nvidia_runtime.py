@@ -5,11 +5,12 @@ tool that clobbers the file, and one that wedges."""
 import json
 import os
 import stat
-import subprocess
 import sys
 import time
 
 import pytest
+
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SIMULATOR = os.path.join(ROOT, "lab", "image", "node", "rootfs", "usr", "local", "bin", "nvidia-ctk")
@@ -29,7 +30,7 @@ def ansible(args, check=False, diff=False):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
            "-m", "dgx_spark.glm53.docker_nvidia_runtime", "-a", json.dumps(args)]
     cmd += (["--check"] if check else []) + (["--diff"] if diff else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = ansiballz.run(cmd, cwd=ROOT, env=env, timeout=120)
     return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

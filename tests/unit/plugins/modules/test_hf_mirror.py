@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import hf_mirror
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.hf_cache import (
     REVISION,
     folder,
@@ -47,7 +48,7 @@ def run_module(args, check=False, module=MODULE, background=False, path=None):
         env["PATH"] = path + os.pathsep + env.get("PATH", "")
     if background:
         return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=env, timeout=300)
     return parse(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import hf_snapshot
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 HUB_DIR = os.environ.get("GLM53_HUB_DIR") or os.path.join(REPO, "lab", "hub")
@@ -106,7 +107,7 @@ def run_module(args, home, check=False, python=CLIENT_PYTHON, background=False):
         env.pop(name, None)
     if background:
         return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=env, timeout=300)
     return parse(proc.returncode, proc.stdout, proc.stderr)
 
 

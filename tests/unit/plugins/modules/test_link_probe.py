@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import link_probe
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.ports import Reserved
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import require
 
@@ -45,7 +46,7 @@ def ansible(args, *extra):
                "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON]
     command += ["-m", MODULE, "-a", json.dumps(args)] if isinstance(args, dict) else list(args)
     command += list(extra)
-    proc = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=ENV, timeout=120)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
@@ -88,7 +89,7 @@ def test_bad_input_reads_as_a_plain_error_with_the_default_callback():
                "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON,
                "-m", MODULE, "-a", json.dumps({"connect": {"address": "127.0.0.1", "port": 0}})]
     env = dict(ENV, ANSIBLE_STDOUT_CALLBACK="default")
-    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=env, timeout=120)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "Module failed: connect.port must be between 1 and 65535, got 0" in output, output

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ansible_collections.dgx_spark.glm53.tests.unit.plugins import wheelhouse
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz, wheelhouse
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 MARKER = ".dgx_spark-requirements.json"
@@ -39,7 +39,7 @@ def ansible(args, check=False, human=False):
         env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
            "-m", "dgx_spark.glm53.offline_venv", "-a", json.dumps(args)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    proc = ansiballz.run(cmd, cwd=ROOT, env=env, timeout=900)
     if human:
         return proc.stdout + proc.stderr
     assert proc.stdout.strip(), proc.stderr

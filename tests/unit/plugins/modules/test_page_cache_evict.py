@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import page_cache_evict
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.page_cache_oracle import (
     MIB,
     Look,
@@ -63,7 +64,7 @@ def run_module(args, check=False, env=None):
     if check:
         command.append("--check")
     env = _env(dict({"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}, **(env or {})))
-    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=env, timeout=300)
     try:
         report = json.loads(proc.stdout)
     except ValueError:

@@ -11,7 +11,6 @@ tests/integration/test_wait_for_slots.py. Wall times are measured here, around t
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgx_spark.glm53.plugins.modules import wait_for_slots
+from ansible_collections.dgx_spark.glm53.tests.unit.plugins import ansiballz
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.ports import Reserved
 from ansible_collections.dgx_spark.glm53.tests.unit.plugins.processes import OVERDUE
 
@@ -151,7 +151,7 @@ def run_module(args, check=False):
     if check:
         command.append("--check")
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300, check=False)
+    proc = ansiballz.run(command, cwd=REPO, env=ENV, timeout=300)
     wall = time.monotonic() - started
     try:
         report = json.loads(proc.stdout)
