@@ -7,8 +7,15 @@ against the node's own MemFree, and rank 0's OpenAI API. Real git, Docker engine
 Asserted: what an operator sees - the play's outcome and messages, the containers (ids, start times,
 commands, labels, environment), the images on each node, the API's answers and the kept logs.
 
+The watchdog and the operations playbooks on this path (TestWatchdog) run on the same deployment:
+ranks made from the plan the deploy recorded (docker run of each rank's container parameters),
+workers first, and a heal that reads each node's GID table again, since a link event moves the
+RoCE v2 GID index NCCL must use.
+
 Cost: a cold deploy of path vllm (image build on the head, shipped to the worker), then one
-recreate or failed start per behaviour, and a switch to tensorfold and back."""
+recreate or failed start per behaviour, three heals or starts under the watchdog, and a switch to
+tensorfold and back. The watchdog's tests were a module of their own, which deployed path vllm
+again on the same lab (about 50 s of CPU): they run on this module's deployment instead."""
 
 from __future__ import annotations
 
@@ -272,6 +279,110 @@ def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deploye
     assert engines(HEAD) == [NAME] and engines(WORKER) == [NAME]
     assert "READY: 2 rank(s)" in back.stdout
 
+
+
+# --- The watchdog on path vllm, on the module's deployment as test_rank_1_killed_... left it
+# (back on the qualified profile, READY). Its class-scoped fixture removes the watchdog before
+# the switch to tensorfold below.
+WATCHDOG = "playbooks/watchdog.yml"
+STATE = "/home/spark/.local/state/glm53-vllm"
+INTERVAL = 5
+WATCHDOG_SETTINGS = {"watchdog_interval": INTERVAL, "watchdog_canary_timeout": 5, "watchdog_grace_seconds": 600,
+                     "watchdog_heals_per_hour": 60}
+HEAL_DEADLINE = 3 * INTERVAL + 150  # a bound on the wait on a loaded machine, not a measurement
+# A link event on the worker: another address comes first on both of its links.
+LINK_EVENT = (("enp1s0f1np1", "198.18.1.11", "198.18.1.111"), ("enP2p1s0f1np1", "198.18.2.11", "198.18.2.111"))
+
+
+def user_units(node, script, check=True):
+    """A script as spark with its systemd user manager reachable (the watchdog's timer)."""
+    return spark(node, f"export XDG_RUNTIME_DIR=/run/user/$(id -u); {script}", check=check)
+
+
+def started_running_env(node):
+    """``(started_at, running, env)`` of the node's rank, or None."""
+    facts = rank(node)
+    return facts and (facts["State"]["StartedAt"], facts["State"]["Running"], facts["env"])
+
+
+def heals():
+    return json.loads(spark(HEAD, f"cat {STATE}/heals.json 2>/dev/null || echo []").stdout or "[]")
+
+
+def ops_log():
+    return spark(HEAD, f"cat {STATE}/ops.log 2>/dev/null || true").stdout
+
+
+def wait_heal(count_before):
+    deadline = time.monotonic() + HEAL_DEADLINE
+    while time.monotonic() < deadline:
+        done = [h for h in heals()[count_before:] if h.get("result") in ("ready", "failed")]
+        if done:
+            return done[0]
+        time.sleep(1)
+    raise AssertionError("no heal within %d s:\n%s" % (HEAL_DEADLINE, ops_log()[-3000:]))
+
+
+@pytest.fixture(scope="class")
+def watched(deployed):
+    runner = deployed["runner"]
+    sh(HEAD, "loginctl enable-linger spark")
+    runner(WATCHDOG, extravars=WATCHDOG_SETTINGS)
+    yield runner
+    runner(WATCHDOG, extravars={"watchdog_state": "absent"})
+    # The link event's addresses go, so the switch below starts from the lab's own links: only the
+    # link address, as lab/baseline.py restores it (deleting the event's address, the primary one,
+    # would take the link address with it).
+    for netdev, address, _other in LINK_EVENT:
+        sh(WORKER, f"ip -4 addr flush dev {netdev} && ip addr add {address}/24 broadcast + dev {netdev}")
+
+
+class TestWatchdog:
+    """In file order: the heal, stop.yml and start.yml, then the link event (which leaves the
+    worker's GID table moved until the fixture's end)."""
+
+    def test_a_killed_worker_rank_is_healed_workers_first_from_the_recorded_plan(self, watched):
+        before, count = (started_running_env(HEAD), started_running_env(WORKER)), len(heals())
+        user_units(WORKER, f"docker kill {NAME} >/dev/null")
+        heal = wait_heal(count)
+        assert heal["result"] == "ready", heal
+        after = started_running_env(HEAD), started_running_env(WORKER)
+        assert all(r and r[1] for r in after), after
+        assert after[0][0] != before[0][0] and after[1][0] != before[1][0]
+        # Workers first: the worker's rank started before the head's.
+        assert after[1][0] < after[0][0], after
+        # The same containers the deploy made: a rerun of the deploy changes nothing.
+        rerun = watched(SITE, extravars=VLLM, tags=ROLES)
+        assert not {h: n for h, n in rerun._stat("changed").items() if n}, rerun.stdout[-3000:]
+
+    def test_stop_yml_then_start_yml_on_vllm(self, watched):
+        # (-e path is optional; given, it must be the path in force. The runner's env passes tensorfold.)
+        stop = watched(STOP, extravars=VLLM)
+        assert "no vllm rank remains" in stop.stdout
+        assert rank(HEAD) is None and rank(WORKER) is None
+        assert spark(HEAD, f"test -e {STATE}/DISABLED && echo yes").stdout.strip() == "yes"
+        start = watched("playbooks/start.yml", extravars=VLLM)
+        assert "READY" in start.stdout
+        assert rank(HEAD)["State"]["Running"] and rank(WORKER)["State"]["Running"]
+        assert spark(HEAD, f"test -e {STATE}/DISABLED && echo yes || echo no").stdout.strip() == "no"
+
+    def test_a_heal_after_a_link_event_starts_the_worker_with_its_new_gid_index(self, watched):
+        was = rank(WORKER)["env"]["NCCL_IB_GID_INDEX"]
+        # The RoCE v2 GID of the worker's link address moves two entries on (sysfs follows the addresses).
+        for netdev, address, other in LINK_EVENT:
+            sh(WORKER, f"ip addr del {address}/24 dev {netdev} && ip addr add {other}/24 dev {netdev} && "
+                       f"ip addr add {address}/24 dev {netdev}")
+        time.sleep(2)  # the RDMA sysfs tree follows every 0.5 s
+        count = len(heals())
+        user_units(WORKER, f"docker kill {NAME} >/dev/null")
+        heal = wait_heal(count)
+        assert heal["result"] == "ready", (heal, ops_log()[-3000:])
+        now = rank(WORKER)["env"]["NCCL_IB_GID_INDEX"]
+        assert int(now) == int(was) + 2, (was, now)
+        assert rank(HEAD)["env"]["NCCL_IB_GID_INDEX"] == was
+        assert f"NCCL_IB_GID_INDEX moved from {was} to {now}" in ops_log()
+        nodes = json.loads(spark(HEAD, f"cat {heal['evidence']}/nodes.json").stdout)
+        assert nodes["spark-worker"]["gid_index"]["rocep1s0f1"] == int(now)
 
 def test_tensorfold_and_vllm_replace_each_other_and_stop_yml_stops_the_ranks(deployed, run_playbook):
     # vllm (the module's deploy) -> tensorfold: the vLLM ranks go, the kit's come.
