@@ -280,7 +280,6 @@ def test_rank_1_killed_during_load_fails_fast_and_leaves_no_rank_running(deploye
     assert "READY: 2 rank(s)" in back.stdout
 
 
-
 # --- The watchdog on path vllm, on the module's deployment as test_rank_1_killed_... left it
 # (back on the qualified profile, READY). Its class-scoped fixture removes the watchdog before
 # the switch to tensorfold below.
@@ -383,6 +382,7 @@ class TestWatchdog:
         assert f"NCCL_IB_GID_INDEX moved from {was} to {now}" in ops_log()
         nodes = json.loads(spark(HEAD, f"cat {heal['evidence']}/nodes.json").stdout)
         assert nodes["spark-worker"]["gid_index"]["rocep1s0f1"] == int(now)
+
 
 def test_tensorfold_and_vllm_replace_each_other_and_stop_yml_stops_the_ranks(deployed, run_playbook):
     # vllm (the module's deploy) -> tensorfold: the vLLM ranks go, the kit's come.
