@@ -226,9 +226,9 @@ INTEGRATION_LAB1_THEN ?=
 # the small modules, then molecule; lab 2 the preflight, the weights and the four-node lab
 # (which deploys path vllm on four nodes); lab 3 the watchdog, whose ticks are mostly waiting,
 # and the lab's own fault helpers; lab 4 path vllm (test_vllm, whose one deployment the
-# watchdog's tests on that path use too). With three sessions lab 3 (watchdog and vllm) ran alone for the last
-# minutes and all three waited at once for two: a fourth divides the waits, not the CPU
-# (benchmarks/test_cost.py on make test: the cores' busy share by minute).
+# watchdog's tests on that path use too). With three sessions lab 3 (watchdog and vllm) ran
+# alone for the last minutes and all three waited at once for two: a fourth divides the waits,
+# not the CPU (benchmarks/test_cost.py on make test: the cores' busy share by minute).
 EXTRA_LABS := 2 3 4
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
   test_hf_weights.py)

@@ -18,6 +18,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # lab/ is not a package and never ships: put it on the path once; conftest.py and
@@ -447,15 +448,25 @@ def _link_local(address: str) -> dict:
     return {"local": str(ip.ip), "prefixlen": 16, "broadcast": "169.254.255.255", "scope": "link"}
 
 
-class link_local_first(Fault):  # noqa: N801
-    """Put a 169.254.x.y/16 link-local IPv4 on `netdev`, listed BEFORE its static
-    address, as NVIDIA's older netplan (link-local: [ipv4]) leaves a CX7 port: a tool
-    that takes the first IPv4 of the netdev gets the link-local one. Undo restores the
-    original addresses in their original order."""
+def _global(address: str) -> dict:
+    ip = ipaddress.ip_interface(address)
+    if "/" not in address or not ip.ip.is_private or ip.ip.is_link_local:
+        raise ValueError(f"expected a private IPv4 with its prefix (e.g. 198.18.1.111/24), found {address!r}")
+    return {"local": str(ip.ip), "prefixlen": ip.network.prefixlen,
+            "broadcast": str(ip.network.broadcast_address), "scope": "global"}
 
-    def __init__(self, node: str, netdev: str, address: str = "169.254.10.10"):
+
+class address_first(Fault):  # noqa: N801
+    """Put another IPv4 (`address` with its prefix) on `netdev`, listed BEFORE the addresses
+    it has, as a link event can leave a port: the netdev's first IPv4 is no longer the link
+    address, and the RoCE v2 GID of the link address moves two entries on (the new address's
+    v1 and v2 GIDs come first). Undo restores the original addresses in their original order."""
+
+    parse = staticmethod(_global)
+
+    def __init__(self, node: str, netdev: str, address: str):
         super().__init__()
-        self.node, self.netdev, self.address = node, netdev, _link_local(address)
+        self.node, self.netdev, self.address = node, netdev, self.parse(address)
         self.original: list[dict] = []
 
     def _apply(self):
@@ -464,6 +475,45 @@ class link_local_first(Fault):  # noqa: N801
 
     def _undo(self):
         _set_inet(self.node, self.netdev, self.original)
+
+
+class link_local_first(address_first):  # noqa: N801
+    """Put a 169.254.x.y/16 link-local IPv4 on `netdev`, listed BEFORE its static
+    address, as NVIDIA's older netplan (link-local: [ipv4]) leaves a CX7 port: a tool
+    that takes the first IPv4 of the netdev gets the link-local one. Undo restores the
+    original addresses in their original order."""
+
+    parse = staticmethod(_link_local)
+
+    def __init__(self, node: str, netdev: str, address: str = "169.254.10.10"):
+        super().__init__(node, netdev, address)
+
+
+def _gid_script(hca: str, address: str) -> str:
+    gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(int(o) for o in address.split("."))
+    port = f"/opt/glm53-lab/sys/class/infiniband/{hca}/ports/1"
+    return (f'for f in $(ls {port}/gids | sort -n); do '
+            f'[ "$(cat {port}/gids/$f)" = "{gid}" ] && [ "$(cat {port}/gid_attrs/types/$f 2>/dev/null)" = "RoCE v2" ] '
+            f'&& echo $f && exit 0; done; echo none')
+
+
+def gid_index_in_sysfs(node: str, hca: str, *addresses: str):
+    """The lowest RoCE v2 GID index embedding each address, read from the node's (simulated)
+    RDMA sysfs tree with shell tools: an independent measurement, not the module's. The
+    simulated table follows address changes on the kernel's events, a moment after them, so
+    this waits until every address has a GID and two reads 0.6 s apart agree."""
+    script = "; ".join("( %s )" % _gid_script(hca, a) for a in addresses)
+    # A wait for the simulator, not a bound on its speed: generous.
+    deadline = time.time() + 30
+    previous = None
+    while True:
+        found = sh(node, script).stdout.split()
+        if "none" not in found and found == previous:
+            return found if len(addresses) > 1 else found[0]
+        if time.time() >= deadline:
+            raise AssertionError(f"{node}: RoCE v2 GIDs of {addresses} on {hca} did not settle: {found}")
+        previous = found
+        time.sleep(0.6)
 
 
 def link_local_address(node: str, netdev: str) -> str:

@@ -7,7 +7,6 @@ Cost: one preflight run per case, as in test_cx7_link."""
 from __future__ import annotations
 
 import json
-import time
 
 import lab_faults
 from lab_faults import HEAD, WORKER
@@ -19,38 +18,11 @@ CONTRACT_PLAYBOOK = "tests/integration/cx7_link/read_contract.yml"
 SERIAL_PLAYBOOK = "tests/integration/cx7_link/serial_preflight.yml"
 
 
-def _gid_script(hca, address):
-    octets = [int(o) for o in address.split(".")]
-    gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(octets)
-    port = f"/opt/glm53-lab/sys/class/infiniband/{hca}/ports/1"
-    return (f'for f in $(ls {port}/gids | sort -n); do '
-            f'[ "$(cat {port}/gids/$f)" = "{gid}" ] && [ "$(cat {port}/gid_attrs/types/$f 2>/dev/null)" = "RoCE v2" ] '
-            f'&& echo $f && exit 0; done; echo none')
-
-
-def gid_index_in_sysfs(node, hca, *addresses):
-    """The lowest RoCE v2 GID index embedding each address, read from the node's (simulated)
-    RDMA sysfs tree with shell tools: an independent measurement, not the module's. The
-    simulated table follows address changes within ~0.5 s, so this waits until every
-    address has a GID and two reads 0.6 s apart agree."""
-    script = "; ".join("( %s )" % _gid_script(hca, a) for a in addresses)
-    # A wait for the simulator (it polls every 0.5 s), not a bound on speed: generous.
-    deadline = time.time() + 30
-    previous = None
-    while True:
-        found = lab_faults.sh(node, script).stdout.split()
-        if "none" not in found and found == previous:
-            return found if len(addresses) > 1 else found[0]
-        assert time.time() < deadline, f"{node}: RoCE v2 GIDs of {addresses} on {hca} did not settle: {found}"
-        previous = found
-        time.sleep(0.6)
-
-
 def test_gid_index_is_the_link_address_not_the_first_ipv4(run_playbook, tmp_path):
     with lab_faults.link_local_first(HEAD, L1, "169.254.10.10"):
         first = lab_faults.sh(HEAD, f"ip -j -4 addr show dev {L1}").stdout
         assert json.loads(first)[0]["addr_info"][0]["local"] == "169.254.10.10", first
-        expected, link_local = gid_index_in_sysfs(HEAD, "rocep1s0f1", "198.18.1.10", "169.254.10.10")
+        expected, link_local = lab_faults.gid_index_in_sysfs(HEAD, "rocep1s0f1", "198.18.1.10", "169.254.10.10")
         _result, report = preflight(run_playbook, tmp_path)
     assert expected != link_local
     assert report["failures"] == [], [c["message"] for c in report["failures"]]
@@ -81,7 +53,7 @@ class _head_knows_host_key(lab_faults.Fault):  # noqa: N801 - reads like the sta
 def test_a_link_local_only_pair_is_valid(run_playbook, tmp_path):
     addresses = {n: lab_faults.link_local_address(n, L1) for n in (HEAD, WORKER)}
     with lab_faults.link_local_only([HEAD, WORKER], L1), _head_knows_host_key(WORKER, addresses[WORKER]):
-        expected = {n: gid_index_in_sysfs(n, "rocep1s0f1", addresses[n]) for n in (HEAD, WORKER)}
+        expected = {n: lab_faults.gid_index_in_sysfs(n, "rocep1s0f1", addresses[n]) for n in (HEAD, WORKER)}
         # No configured address: the operator left the link to IPv4LL.
         _result, report = preflight(run_playbook, tmp_path, extravars={"glm53_link_address": ""})
     assert report["status"] == "ok", [c["message"] for c in report["checks"] if c["status"] != "ok"]

@@ -19,6 +19,7 @@ again on the same lab (about 50 s of CPU): they run on this module's deployment 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import threading
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+import lab_faults as faults
 from lab_faults import HEAD, WORKER, sh
 
 SITE = "playbooks/site.yml"
@@ -289,19 +291,16 @@ INTERVAL = 5
 WATCHDOG_SETTINGS = {"watchdog_interval": INTERVAL, "watchdog_canary_timeout": 5, "watchdog_grace_seconds": 600,
                      "watchdog_heals_per_hour": 60}
 HEAL_DEADLINE = 3 * INTERVAL + 150  # a bound on the wait on a loaded machine, not a measurement
-# A link event on the worker: another address comes first on both of its links.
-LINK_EVENT = (("enp1s0f1np1", "198.18.1.11", "198.18.1.111"), ("enP2p1s0f1np1", "198.18.2.11", "198.18.2.111"))
+# A link event on the worker: another address comes first on both of its links (hca, netdev,
+# the worker's link address, the event's address).
+LINK_EVENT = (("rocep1s0f1", "enp1s0f1np1", "198.18.1.11", "198.18.1.111/24"),
+              ("roceP2p1s0f1", "enP2p1s0f1np1", "198.18.2.11", "198.18.2.111/24"))
 
 
-def user_units(node, script, check=True):
-    """A script as spark with its systemd user manager reachable (the watchdog's timer)."""
-    return spark(node, f"export XDG_RUNTIME_DIR=/run/user/$(id -u); {script}", check=check)
-
-
-def started_running_env(node):
-    """``(started_at, running, env)`` of the node's rank, or None."""
+def started_running(node):
+    """``(started_at, running)`` of the node's rank, or None."""
     facts = rank(node)
-    return facts and (facts["State"]["StartedAt"], facts["State"]["Running"], facts["env"])
+    return facts and (facts["State"]["StartedAt"], facts["State"]["Running"])
 
 
 def heals():
@@ -329,23 +328,17 @@ def watched(deployed):
     runner(WATCHDOG, extravars=WATCHDOG_SETTINGS)
     yield runner
     runner(WATCHDOG, extravars={"watchdog_state": "absent"})
-    # The link event's addresses go, so the switch below starts from the lab's own links: only the
-    # link address, as lab/baseline.py restores it (deleting the event's address, the primary one,
-    # would take the link address with it).
-    for netdev, address, _other in LINK_EVENT:
-        sh(WORKER, f"ip -4 addr flush dev {netdev} && ip addr add {address}/24 broadcast + dev {netdev}")
 
 
 class TestWatchdog:
-    """In file order: the heal, stop.yml and start.yml, then the link event (which leaves the
-    worker's GID table moved until the fixture's end)."""
+    """The heal, stop.yml and start.yml, then the heal after a link event."""
 
     def test_a_killed_worker_rank_is_healed_workers_first_from_the_recorded_plan(self, watched):
-        before, count = (started_running_env(HEAD), started_running_env(WORKER)), len(heals())
-        user_units(WORKER, f"docker kill {NAME} >/dev/null")
+        before, count = (started_running(HEAD), started_running(WORKER)), len(heals())
+        spark(WORKER, f"docker kill {NAME} >/dev/null")
         heal = wait_heal(count)
         assert heal["result"] == "ready", heal
-        after = started_running_env(HEAD), started_running_env(WORKER)
+        after = started_running(HEAD), started_running(WORKER)
         assert all(r and r[1] for r in after), after
         assert after[0][0] != before[0][0] and after[1][0] != before[1][0]
         # Workers first: the worker's rank started before the head's.
@@ -367,21 +360,23 @@ class TestWatchdog:
 
     def test_a_heal_after_a_link_event_starts_the_worker_with_its_new_gid_index(self, watched):
         was = rank(WORKER)["env"]["NCCL_IB_GID_INDEX"]
-        # The RoCE v2 GID of the worker's link address moves two entries on (sysfs follows the addresses).
-        for netdev, address, other in LINK_EVENT:
-            sh(WORKER, f"ip addr del {address}/24 dev {netdev} && ip addr add {other}/24 dev {netdev} && "
-                       f"ip addr add {address}/24 dev {netdev}")
-        time.sleep(2)  # the RDMA sysfs tree follows every 0.5 s
-        count = len(heals())
-        user_units(WORKER, f"docker kill {NAME} >/dev/null")
-        heal = wait_heal(count)
-        assert heal["result"] == "ready", (heal, ops_log()[-3000:])
-        now = rank(WORKER)["env"]["NCCL_IB_GID_INDEX"]
-        assert int(now) == int(was) + 2, (was, now)
-        assert rank(HEAD)["env"]["NCCL_IB_GID_INDEX"] == was
-        assert f"NCCL_IB_GID_INDEX moved from {was} to {now}" in ops_log()
-        nodes = json.loads(spark(HEAD, f"cat {heal['evidence']}/nodes.json").stdout)
-        assert nodes["spark-worker"]["gid_index"]["rocep1s0f1"] == int(now)
+        with contextlib.ExitStack() as event:
+            for _hca, netdev, _address, other in LINK_EVENT:
+                event.enter_context(faults.address_first(WORKER, netdev, other))
+            # The RoCE v2 GID of the worker's link address moved two entries on: waited for in
+            # sysfs (the simulator follows the kernel's address events), read with shell tools.
+            moved = {faults.gid_index_in_sysfs(WORKER, hca, address) for hca, _netdev, address, _other in LINK_EVENT}
+            assert moved == {str(int(was) + 2)}, (was, moved)
+            count = len(heals())
+            spark(WORKER, f"docker kill {NAME} >/dev/null")
+            heal = wait_heal(count)
+            assert heal["result"] == "ready", (heal, ops_log()[-3000:])
+            now = rank(WORKER)["env"]["NCCL_IB_GID_INDEX"]
+            assert int(now) == int(was) + 2, (was, now)
+            assert rank(HEAD)["env"]["NCCL_IB_GID_INDEX"] == was
+            assert f"NCCL_IB_GID_INDEX moved from {was} to {now}" in ops_log()
+            nodes = json.loads(spark(HEAD, f"cat {heal['evidence']}/nodes.json").stdout)
+            assert nodes["spark-worker"]["gid_index"]["rocep1s0f1"] == int(now)
 
 
 def test_tensorfold_and_vllm_replace_each_other_and_stop_yml_stops_the_ranks(deployed, run_playbook):
