@@ -77,7 +77,13 @@ def ensure_netns(number: int) -> list[str]:
         run(["ip", "netns", "add", n["netns"]])
         made.append(f"network namespace {n['netns']}")
     run(["ip", "-n", n["netns"], "link", "set", "lo", "up"])
-    if run(["ip", "link", "show", n["host_if"]], check=False).returncode != 0:
+    # A host end whose peer is not in the namespace (the namespace was deleted and made again
+    # while something still held the old one) is an uplink to nowhere: make the pair again.
+    host_end = run(["ip", "link", "show", n["host_if"]], check=False).returncode == 0
+    if host_end and run(["ip", "-n", n["netns"], "link", "show", n["ns_if"]], check=False).returncode != 0:
+        run(["ip", "link", "del", n["host_if"]])
+        host_end = False
+    if not host_end:
         run(["ip", "link", "add", n["host_if"], "type", "veth", "peer", "name", n["ns_if"], "netns", n["netns"]])
         made.append(f"uplink {n['host_if']} <-> {n['ns_if']}")
     run(["ip", "addr", "replace", f"{n['host_ip']}/30", "dev", n["host_if"]])
