@@ -102,7 +102,8 @@ options:
         C(sync), then write V(1) to C(/proc/sys/vm/drop_caches): drops all clean page cache
         on the host. Needs root (C(become=true)); refused otherwise.
       balloon: >-
-        A child process allocates and touches anonymous memory in 64 MiB chunks until
+        A child process allocates anonymous memory in 64 MiB chunks, each backed at once by the
+        kernel (C(MAP_POPULATE); written page by page where that falls short), until
         C(MemAvailable) falls to O(keep_gib), then exits and frees it, so the kernel reclaims
         clean page cache of any owner (root-owned Docker layers included) without root. It looks
         at C(MemAvailable) before every chunk and stops at that floor, even if something else takes

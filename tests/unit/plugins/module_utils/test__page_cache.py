@@ -682,6 +682,51 @@ def test_evict_with_a_target_reports_what_the_balloon_expects(monkeypatch):
     assert result["balloon_bytes"] == 64 * MIB
 
 
+def _no_touch(*_args):
+    raise AssertionError("the chunk was written page by page")
+
+
+def test_a_populated_chunk_is_backed_by_memory_without_writing_a_page(monkeypatch):
+    # The kernel backs every page in the mmap call: this process's anonymous memory (a page-table
+    # walk, not the counter the balloon reads) grows by the chunk, and no page was written.
+    assert pcb.MAP_POPULATE, "the nodes (and this machine) are Linux, whose mmap has MAP_POPULATE"
+    monkeypatch.setattr(pcb, "_touch", _no_touch)
+    before = _anonymous()
+    region = pcb._backed_chunk(pcb.BALLOON_CHUNK, b"\x01" * MIB)
+    try:
+        assert _anonymous() - before >= pcb.BALLOON_CHUNK, (_anonymous() - before) / MIB
+    finally:
+        region.close()
+
+
+def test_a_chunk_the_kernel_backed_short_is_written_page_by_page(monkeypatch):
+    # Populating is best effort: where the resident size did not grow by the chunk, every page is written.
+    written = []
+    monkeypatch.setattr(pcb, "_touch", lambda region, size, pattern: written.append(size))
+    region = pcb._backed_chunk(pcb.BALLOON_MIN_CHUNK, b"\x01" * MIB, populate=pcb.MAP_POPULATE,
+                               resident=lambda: 0)
+    region.close()
+    assert written == [pcb.BALLOON_MIN_CHUNK]
+
+
+def test_without_map_populate_every_page_is_written():
+    before = _anonymous()
+    region = pcb._backed_chunk(pcb.BALLOON_MIN_CHUNK, b"\x01" * MIB, populate=0)
+    try:
+        assert _anonymous() - before >= pcb.BALLOON_MIN_CHUNK
+        assert region[pcb.BALLOON_MIN_CHUNK - 1:pcb.BALLOON_MIN_CHUNK] == b"\x01"
+    finally:
+        region.close()
+
+
+def test_the_resident_size_reads_statm_in_pages(tmp_path):
+    statm = tmp_path / "statm"
+    statm.write_text("100 25 3 1 0 20 0\n")
+    assert pcb._resident_bytes(str(statm)) == 25 * pcb.mmap.PAGESIZE
+    assert pcb._resident_bytes(str(tmp_path / "missing")) is None
+    assert pcb._resident_bytes() > 0
+
+
 @pytest.mark.parametrize("total, floor", [(128 * GIB, 2.0), (16 * GIB, 2.0), (4 * GIB, 0.5), (0, 2.0)])
 def test_the_keep_floor_is_2_gib_or_an_eighth_of_a_small_machine(total, floor):
     assert pcb.balloon_min_keep(total) == floor
