@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import yaml
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import load, site_default, type_errors
@@ -20,7 +22,7 @@ from ansible_collections.dgx_spark.glm53.plugins.plugin_utils._site_spec import 
 # be read is left to the first use, which names the problem in the task that needs it.
 try:
     load()
-except Exception:  # pylint: disable=broad-except
+except (OSError, KeyError, TypeError, yaml.YAMLError):
     pass
 
 
