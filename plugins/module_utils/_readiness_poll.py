@@ -300,9 +300,9 @@ class Waiter(object):
         # Final once no start is under way: the ranks that run now are the ones that will run.
         return dict(verdict, ready=False, reason="; ".join(problems), final=True)
 
-    def _progress(self):
+    def _progress(self, timeout=None):
         """The engine's progress counters now (None when /metrics has none)."""
-        answer = self._http("/metrics")
+        answer = self._http("/metrics", timeout=timeout)
         body = answer["body"] if answer["status"] == 200 else None
         return progress_total(body if isinstance(body, str) else None, self.mode)
 
@@ -321,8 +321,17 @@ class Waiter(object):
         message = canary_failure_message(canary, self.mode)
         if busy_ok and answer.get("timed_out"):
             # Every slot may be taken: the canary waited its turn. Busy only if the engine got on with its work.
-            health = self._http("/health")
-            judged = busy_verdict(health["body"], before, self._progress())
+            # The canary has spent the deadline by now, so these two reads get their own time, as the canary
+            # did, and run at once: cut to the 1 s floor, a busy engine's slow /health read made a tick call a
+            # busy engine wedged (CI, a loaded machine).
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                health_job = pool.submit(self._http, "/health", None, HTTP_TIMEOUT)
+                after = self._progress(HTTP_TIMEOUT)
+                health = health_job.result()
+            # Requests in flight per the read after the canary; where that one did not answer, the read
+            # before it (the counters, not this count, tell busy from wedged).
+            body = health["body"] if in_flight(health["body"]) is not None else self.state["health"]
+            judged = busy_verdict(body, before, after)
             self.state["busy"] = judged["busy"]
             if judged["busy"]:
                 return None

@@ -34,7 +34,7 @@ from ansible_collections.dgx_spark.glm53.plugins.module_utils._ops import Cluste
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ops_state import Lock, utc
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._ops_status import save_evidence
 from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness import short
-from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness_poll import Waiter
+from ansible_collections.dgx_spark.glm53.plugins.module_utils._readiness_poll import HTTP_TIMEOUT, Waiter
 
 # Seconds the state checks of a tick may take (the canary has its own timeout on top).
 JUDGE_SECONDS = 5.0
@@ -153,10 +153,13 @@ def tick(config, settings, state, now=time.time):
         return {"verdict": "halted", "reason": halted}
     if Lock(config["lock"]).held_elsewhere():
         return {"verdict": "busy"}
-    # A tick judges within tick_timeout: the state checks, then the canary in what is left.
+    # A tick judges within tick_timeout: the state checks, the canary, and the two reads that tell a
+    # busy engine from a wedged one when the canary got nothing (they have their own time after it).
     budget = float(settings.get("tick_timeout") or 60)
-    judging = min(JUDGE_SECONDS, budget / 2)
-    params = wait_params(config, judging, canary_timeout=min(float(settings["canary_timeout"]), budget - judging),
+    judging = min(JUDGE_SECONDS, budget / 3)
+    busy_reads = min(HTTP_TIMEOUT, budget / 3)
+    canary = min(float(settings["canary_timeout"]), budget - judging - busy_reads)
+    params = wait_params(config, judging, canary_timeout=canary,
                          busy_ok=True)
     result, message = Waiter(params, head_node=config["ranks"][0]["node"]).run()
     verdict = judge(result, message, now(), float(settings["grace_seconds"]))

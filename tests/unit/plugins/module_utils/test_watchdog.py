@@ -285,6 +285,14 @@ def test_the_waiter_is_asked_with_the_plans_parameters(world):
                                          "node": "spark-worker"}]
 
 
+def test_a_short_tick_keeps_time_for_the_reads_after_the_canary(world):
+    # tick_timeout 9: a third each for the state checks and the busy-or-wedged reads, the canary
+    # gets the rest (asked for 30 s, it would have run the tick past its timeout).
+    world.tick(healthy(), canary_timeout=30, tick_timeout=9)
+    waiter = FakeWaiter.made[0]
+    assert waiter.params["timeout"] == 3.0 and waiter.params["canary_timeout"] == 3.0
+
+
 def test_healthy_resets_the_counter_and_logs_healthy_again(world):
     world.state.set_fails(2)
     assert world.tick(healthy()) == {"verdict": "healthy", "reason": None}

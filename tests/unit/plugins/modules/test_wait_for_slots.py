@@ -295,6 +295,23 @@ def test_every_slot_busy_is_ready_when_the_engine_makes_progress(engine):
     assert 2 <= wall < 30
 
 
+def test_a_slow_health_read_after_the_canary_still_judges_a_busy_engine_busy(engine):
+    # The canary spends the deadline (a watchdog tick's is 5 s); the reads after it get their own
+    # time. A loaded machine's /health took over the 1 s floor and a busy engine was called wedged.
+    def health(asked):
+        if asked > 1:
+            time.sleep(2.5)
+        return 200, busy_health()
+
+    engine.health = health
+    engine.chat = None
+    engine.metrics = lambda asked: tokens_metrics(1000 + 500 * asked)
+    rc, result, output, _wall = run_module(dict(NO_CONTAINERS, url=engine.url, slots=1, timeout=2, canary_timeout=2,
+                                                busy_ok=True))
+    assert rc == 0, output
+    assert result["ready"] is True and result["busy"] is True and engine.health_asked == 2
+
+
 def test_in_flight_without_progress_is_wedged_even_with_busy_ok(engine):
     engine.health = (200, busy_health(inflight=3))
     engine.chat = None
