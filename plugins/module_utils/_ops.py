@@ -203,7 +203,8 @@ def _spec_start(cluster, overrides, sleep):
     return _run_rank(cluster, cluster.head, overrides.get(0))
 
 
-def wait_params(config, timeout, previous_ids=(), canary_timeout=None, busy_ok=False, start_finished=True):
+def wait_params(config, timeout, previous_ids=(), canary_timeout=None, busy_ok=False, start_finished=True,
+                busy_read_timeout=None):
     """wait_for_slots' parameters for this plan: the same judgments for a start and a tick."""
     head = config["ranks"][0]
     return {
@@ -215,6 +216,7 @@ def wait_params(config, timeout, previous_ids=(), canary_timeout=None, busy_ok=F
         "canary_max_tokens": int(config.get("canary_max_tokens") or 16),
         "served_name": config.get("served_name") or None, "log_lines": int(config.get("log_lines") or 40),
         "previous_ids": list(previous_ids), "start_finished": start_finished, "busy_ok": busy_ok,
+        "busy_read_timeout": busy_read_timeout,
     }
 
 

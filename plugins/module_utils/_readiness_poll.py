@@ -324,9 +324,10 @@ class Waiter(object):
             # The canary has spent the deadline by now, so these two reads get their own time, as the canary
             # did, and run at once: cut to the 1 s floor, a busy engine's slow /health read made a tick call a
             # busy engine wedged (CI, a loaded machine).
+            reads = float(self.params.get("busy_read_timeout") or HTTP_TIMEOUT)
             with ThreadPoolExecutor(max_workers=1) as pool:
-                health_job = pool.submit(self._http, "/health", None, HTTP_TIMEOUT)
-                after = self._progress(HTTP_TIMEOUT)
+                health_job = pool.submit(self._http, "/health", None, reads)
+                after = self._progress(reads)
                 health = health_job.result()
             # Requests in flight per the read after the canary; where that one did not answer, the read
             # before it (the counters, not this count, tell busy from wedged).

@@ -159,8 +159,7 @@ def tick(config, settings, state, now=time.time):
     judging = min(JUDGE_SECONDS, budget / 3)
     busy_reads = min(HTTP_TIMEOUT, budget / 3)
     canary = min(float(settings["canary_timeout"]), budget - judging - busy_reads)
-    params = wait_params(config, judging, canary_timeout=canary,
-                         busy_ok=True)
+    params = wait_params(config, judging, canary_timeout=canary, busy_ok=True, busy_read_timeout=busy_reads)
     result, message = Waiter(params, head_node=config["ranks"][0]["node"]).run()
     verdict = judge(result, message, now(), float(settings["grace_seconds"]))
     kind = verdict["kind"]

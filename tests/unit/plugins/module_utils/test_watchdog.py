@@ -291,6 +291,7 @@ def test_a_short_tick_keeps_time_for_the_reads_after_the_canary(world):
     world.tick(healthy(), canary_timeout=30, tick_timeout=9)
     waiter = FakeWaiter.made[0]
     assert waiter.params["timeout"] == 3.0 and waiter.params["canary_timeout"] == 3.0
+    assert waiter.params["busy_read_timeout"] == 3.0
 
 
 def test_healthy_resets_the_counter_and_logs_healthy_again(world):
