@@ -114,7 +114,10 @@ gpu:
   type: dict
   sample: {rc: 0, stdout: "NVIDIA GB10, 580.95.05", stderr: "", timed_out: false, command: nvidia-smi ..., timeout: 10}
 apps:
-  description: C(nvidia-smi --query-compute-apps=pid,name --format=csv,noheader), same shape as RV(gpu).
+  description:
+    - C(nvidia-smi --query-compute-apps=pid,name --format=csv,noheader), same shape as RV(gpu).
+    - Not run when the GPU query timed out (a wedged driver would wedge it too); then C(skipped=true),
+      C(rc=null) and C(stderr) says why.
   returned: always
   type: dict
   sample: {rc: 0, stdout: "", stderr: "", timed_out: false}
@@ -245,7 +248,14 @@ def main():
                                     address=params["address"] or None, timeout=timeout)
     link = dict(link or {}, error=link_error, sysfs_root=params["sysfs_root"])
     gpu = _tool(module, "nvidia-smi", GPU_QUERY, timeout)
-    apps = _tool(module, "nvidia-smi", APPS_QUERY, timeout)
+    if gpu.get("timed_out"):
+        # A wedged driver wedges every nvidia-smi call: asking again only doubles the wait.
+        apps = {"rc": None, "stdout": "", "timed_out": False, "timeout": timeout, "skipped": True,
+                "command": " ".join(["nvidia-smi"] + APPS_QUERY),
+                "stderr": "not asked: `%s` did not answer within %s s" % (gpu["command"], timeout)}
+        apps["error"] = apps["stderr"]
+    else:
+        apps = _tool(module, "nvidia-smi", APPS_QUERY, timeout)
     app_containers, engine_error = {}, None
     pids = _pids(apps)
     if pids:
