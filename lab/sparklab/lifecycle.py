@@ -16,7 +16,7 @@ from sparklab.host import engine_answers, ensure_engine, ensure_tools
 from sparklab.images import (
     drop_other_tags, ensure_images, ensure_images_in_node, ensure_pytorch_image, ensure_vllm_base_image,
 )
-from sparklab.inventory import ensure_inventory
+from sparklab.inventory import STATE_SOURCE, ensure_inventory
 from sparklab.labgit import GIT_URL, ensure_git_server, stop_git_server
 from sparklab.labhub import HUB_URL, ensure_hub, stop_hub
 from sparklab.layout import IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LABEL, LINK_NETDEVS, NODES, REPO, STATE, Node, lab_nodes, node_count
@@ -159,4 +159,6 @@ def down() -> None:
             KNOWN_HOSTS.unlink()  # host keys die with the containers
         for generated in STATE.glob("inventory-*"):
             shutil.rmtree(generated)  # so do the nodes they list
+        if LAB_ID == 1 and STATE_SOURCE.exists():
+            STATE_SOURCE.unlink()  # and the key and host keys it names
         log("removed " + (", ".join(removed) if removed else "nothing (no lab found)") + "; images kept as cache")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,12 @@ def test_four_node_lab_shape_and_rerun(lab4):
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
     assert list(hosts["sparks"]["children"]["spark_head"]["hosts"]) == ["spark-head"]
     assert list(hosts["sparks"]["children"]["spark_workers"]["hosts"]) == names[1:]
+    # The lab's state as plain values (a template is compiled again by every task of every host).
+    state = hosts["sparks"]["vars"]
+    assert state["ansible_ssh_private_key_file"] == str(spark_lab.STATE / "id_ed25519")
+    assert f"UserKnownHostsFile={spark_lab.STATE / 'known_hosts'} " in state["ansible_ssh_common_args"]
+    assert state["tensorfold_kit_commit"] == json.loads((spark_lab.STATE / "git" / "commits.json").read_text())["kit"]["commit"]
+    assert "{{" not in (inventory / "hosts.yml").read_text()
     w3 = yaml.safe_load((inventory / "host_vars" / "spark-worker-3.yml").read_text())
     assert w3["ansible_host"] == "198.18.0.13" and w3["glm53_link_address"] == "198.18.1.13"
     assert (inventory / "group_vars").resolve() == (REPO / "lab" / "inventory" / "group_vars")
@@ -147,9 +154,7 @@ def test_three_nodes_are_refused_for_vllm_before_any_host_is_contacted(lab4, run
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(hosts))
     (tmp_path / "host_vars").mkdir()
     for name in ("spark-head", "spark-worker", "spark-worker-2"):
-        text = (source / "host_vars" / f"{name}.yml").read_text()
-        (tmp_path / "host_vars" / f"{name}.yml").write_text(
-            text.replace('"{{ inventory_dir }}/.."', json.dumps(str(source.parent))))
+        shutil.copy(source / "host_vars" / f"{name}.yml", tmp_path / "host_vars")
     (tmp_path / "group_vars").symlink_to(REPO / "lab" / "inventory" / "group_vars")
     before = {node: _rank(node) and _rank(node)["Id"] for node in lab4.nodes}
     run = run_playbook("playbooks/site.yml", inventory=tmp_path, extravars={"path": "vllm"}, expect_success=False)
