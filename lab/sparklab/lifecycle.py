@@ -19,7 +19,7 @@ from sparklab.images import (
 from sparklab.inventory import STATE_SOURCE, ensure_inventory
 from sparklab.labgit import GIT_URL, ensure_git_server, stop_git_server
 from sparklab.labhub import HUB_URL, ensure_hub, stop_hub
-from sparklab.layout import IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LABEL, LINK_NETDEVS, NODES, REPO, STATE, Node, lab_nodes, node_count
+from sparklab.layout import IMAGE_DIR, INVENTORY, KEY, KNOWN_HOSTS, LAB_ID, LABEL, LINK_NETDEVS, NODES, REPO, STATE, Node, lab_nodes, node_count
 from sparklab.networks import ensure_cable_rules, ensure_networks, remove_cable_rules
 from sparklab.stale import clear_stale_namespaces
 from sparklab.nodes import check_ssh, daemon_json, ensure_busybox, ensure_keys, ensure_node, per_node, remove_extra_nodes
