@@ -227,10 +227,12 @@ INTEGRATION_LAB1_THEN ?=
 # (which deploys path vllm on four nodes); lab 3 the watchdog, whose ticks are mostly waiting,
 # and the lab's own fault helpers; lab 4 path vllm (test_vllm, whose one deployment the
 # watchdog's tests on that path use too), then docker_runtime (a fault per case, no deployment).
-# A fresh clone of 47462d8 on a fast day: lab 4 ended at 649 s and lab 1 at 934 s (docker_runtime
-# 150 s of it), then molecule ran alone on lab 1 with the cores half idle; moved, the labs end together. With three sessions lab 3 (watchdog and vllm) ran
-# alone for the last minutes and all three waited at once for two: a fourth divides the waits,
-# not the CPU (benchmarks/test_cost.py on make test: the cores' busy share by minute).
+# With three sessions lab 3 (watchdog and vllm) ran alone for the last minutes and all three
+# waited at once for two: a fourth divides the waits, not the CPU (benchmarks/test_cost.py on
+# make test: the cores' busy share by minute). docker_runtime ran on lab 1 until a fresh clone
+# of 47462d8 showed lab 4 done at 649 s and lab 1 at 934 s (150 s of it docker_runtime's), its
+# end and molecule's then alone on half-idle cores; with it on lab 4 the four sessions end within about two
+# minutes of each other (fresh clone of b625353: lab stage 1002 -> 894 s).
 EXTRA_LABS := 2 3 4
 LAB2_TESTS := $(addprefix tests/integration/,test_cx7_link.py test_cx7_link_hardening.py test_four_nodes.py \
   test_hf_weights.py)
